@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# Summary: submit the project's experiments to a Slurm cluster.
+#
+# Usage: bash hpc_files/job_submitter.sh [OPTIONS]
+#
+# Runs every command of experiment_configurations.txt (one job, or one job array with
+# task i running line i) on the cluster, in the project's virtual environment.
+# --gpus, --cpus and --mem are per node.
+#
+# Resources:
+#   -g, --gpus N                 GPUs per node (default 0: a CPU job)
+#       --gpu-type TYPE          GPU model, e.g. v100l, a100 (needs --gpus)
+#   -c, --cpus N                 CPUs per node (default: profile's CPUs per task x tasks)
+#   -m, --mem SIZE               memory per node, e.g. 16G, 500M (no unit: megabytes)
+#       --mem-per-gpu SIZE       memory per GPU instead of --mem
+#   -t, --time TIME              wall time: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS
+#   -N, --num-nodes, --nodes N   nodes (more than 1 needs --which-distributed)
+#   -d, --which-distributed L    launcher: none (default), lightning, torchrun, script, dask
+#   -A, --account NAME           Slurm account (e.g. def-supervisor)
+#   -p, --partition NAME         Slurm partition
+#       --max-parallel N         at most N array tasks at once (%N)
+#
+# What to run:
+#   -e, --exp-name NAME          experiment name: names the job, its logs and folders
+#   -f, --configs FILE           commands file (default: <project>/experiment_configurations.txt)
+#       --venv PATH|none         project virtual environment (default: <project>/.venv)
+#       --setup-venv             first build the venv from requirements.txt in a job of its
+#                                own; the experiments wait for it (--dependency=afterok)
+#       --data PATH...           stage these paths (relative to $SCRATCH/<project>) to
+#                                node-local disk ($SLURM_TMPDIR)
+#   -s, --singularity-container IMAGE
+#                                run the commands inside this Singularity/Apptainer image
+#       --wandb-sweepid ID       run W&B sweep agents (entity/project/sweep_id) as an array
+#       --num-agents N           number of sweep agents
+#       --sweep FILE             run a W&B sweep file offline (no internet on the nodes)
+#
+# Behaviour:
+#   -C, --cluster PROFILE        cluster profile: a name in hpc_files/clusters/ or a path
+#                                (default: $HPC_CLUSTER, else generic)
+#   -n, --dry-run                print the batch script, the commands and the sbatch
+#                                command line; write and submit nothing
+#   -y, --yes                    do not ask before submitting large arrays
+#   -h, --help                   this help
+#
+# Options take their value as the next word or after '=' (--gpus=2). Environment:
+# SCRATCH (required), HPC_CLUSTER, HPC_VENV, HPC_PROJECT_NAME, HPC_QUIET. See README.md.
+set -euo pipefail
+
+HPC_PROG=job_submitter.sh
+HPC_CONFIRM_ABOVE=${HPC_CONFIRM_ABOVE:-100}
+
+usage() {
+  local line
+  while IFS= read -r line; do
+    [[ $line == '#!'* ]] && continue
+    [[ $line == '#'* ]] || break
+    line=${line#\#}
+    printf '%s\n' "${line# }"
+  done <"${BASH_SOURCE[0]}"
+}
+
+# confirm_large_array N: on a terminal, ask before submitting N tasks (never blocks a
+# pipe or a batch job: without a terminal there is no question).
+confirm_large_array() {
+  local n=$1 answer
+  ((OPT_YES == 0 && n > HPC_CONFIRM_ABOVE)) || return 0
+  [[ -t 0 && -t 2 ]] || return 0
+  read -r -p "Submit an array of $n tasks? [y/N] " answer
+  [[ $answer == [yY]* ]] || die "not submitted"
+}
+
+print_dry_run() {
+  local argv script_q commands_q
+  hpc_sbatch_argv_to argv "$J_SCRIPT_PATH" "${1:-}"
+  printf '# sbatch command line (not run: --dry-run):\n'
+  printf '%q ' "${argv[@]}"
+  printf '\n\n# ---- batch script: %s ----\n' "$J_SCRIPT_PATH"
+  hpc_plan_script
+  printf '\n# ---- commands (%d), one per array task: %s ----\n' "${#J_COMMANDS[@]}" "$J_COMMANDS_PATH"
+  printf '%s\n' "${J_COMMANDS[@]}"
+}
+
+print_submitted() {
+  local log n=${#J_COMMANDS[@]}
+  hpc_plan_log_pattern_to log
+  log=${log//%j/$J_JOB_ID}
+  log=${log//%A/$J_JOB_ID}
+  if ((n > 1)); then
+    printf 'Submitted batch job %s (array of %d tasks, 0-%d)\n' "$J_JOB_ID" "$n" "$((n - 1))"
+    printf '  logs:   %s\n' "${log//%a/<task>}"
+  else
+    printf 'Submitted batch job %s\n' "$J_JOB_ID"
+    printf '  log:    %s\n' "$log"
+  fi
+  printf '  script: %s\n' "$J_SCRIPT_PATH"
+}
+
+main() {
+  local self=${BASH_SOURCE[0]} toolkit_dir source_dir configs stamp venv_job=""
+  [[ $self == /* ]] || self=$PWD/$self
+  toolkit_dir=${self%/*}
+  # shellcheck source=hpc_files/lib/hpc_lib.sh
+  source "$toolkit_dir/lib/hpc_lib.sh"
+  local part
+  for part in options profile validate resources configs plan submit venv; do
+    # shellcheck source=/dev/null
+    source "$toolkit_dir/lib/$part.sh"
+  done
+
+  hpc_parse_options "$@"
+  if ((OPT_HELP)); then
+    usage
+    return 0
+  fi
+  source_dir=${HPC_PROJECT_DIR:-$(cd -- "$toolkit_dir/.." && pwd -P)}
+
+  hpc_profile_load "${OPT_CLUSTER:-${HPC_CLUSTER:-generic}}" "$toolkit_dir/clusters"
+  hpc_settle_job
+  configs=${OPT_CONFIGS:-$source_dir/experiment_configurations.txt}
+  hpc_read_configs "$configs"
+  hpc_settle_paths "$source_dir"
+  if ((OPT_DRY_RUN == 0)) && ! command -v sbatch >/dev/null; then
+    die "sbatch not found on PATH: run this on a Slurm login node, or start the local test cluster (bash tests/cluster/local_cluster.sh start, then eval \"\$(bash tests/cluster/local_cluster.sh env)\"), or preview with --dry-run"
+  fi
+
+  printf -v stamp '%(%Y%m%d-%H%M%S)T-%s' -1 "$$"
+  hpc_submission_paths "$stamp"
+
+  if ((OPT_DRY_RUN)); then
+    ((OPT_SETUP_VENV == 0)) || hpc_venv_dry_run
+    print_dry_run "${OPT_SETUP_VENV:+}"
+    return 0
+  fi
+
+  hpc_venv_check
+  confirm_large_array "${#J_COMMANDS[@]}"
+  if ((OPT_SETUP_VENV)); then
+    hpc_venv_submit_build venv_job
+  fi
+  local script_text
+  script_text=$(hpc_plan_script)
+  hpc_submit "$script_text"$'\n' "$venv_job"
+  print_submitted
+}
+
+[[ ${BASH_SOURCE[0]} != "$0" ]] || main "$@"

@@ -1,0 +1,106 @@
+# shellcheck shell=bash
+# The one helper library every hpc_files script sources: messages, quoting and
+# the validators for user input. It sets no shell options; the executables do.
+
+HPC_PROG=${HPC_PROG:-hpc_files}
+
+# die MESSAGE...: "prog: message" on stderr, exit 1 (exit 2 for usage errors via die_usage).
+die() {
+  printf '%s: %s\n' "$HPC_PROG" "$*" >&2
+  exit 1
+}
+
+die_usage() {
+  printf '%s: %s\n' "$HPC_PROG" "$*" >&2
+  printf "Run '%s --help' for the list of options.\n" "$HPC_PROG" >&2
+  exit 2
+}
+
+warn() {
+  printf '%s: warning: %s\n' "$HPC_PROG" "$*" >&2
+}
+
+# say MESSAGE...: progress for a person; silent under HPC_QUIET=1.
+say() {
+  [[ ${HPC_QUIET:-0} == 1 ]] || printf '%s\n' "$*" >&2
+}
+
+# quote VALUE: print VALUE as one single-quoted shell word ('it'\''s').
+quote() {
+  local q="'\\''"
+  printf "'%s'" "${1//\'/$q}"
+}
+
+# quote_to VAR VALUE: like quote, into VAR (no subshell).
+quote_to() {
+  local _qsep="'\\''"
+  printf -v "$1" "'%s'" "${2//\'/$_qsep}"
+}
+
+# --- validators: each returns 0/1 and prints nothing ---------------------------
+
+is_uint() { [[ $1 =~ ^[0-9]+$ ]] && ((10#$1 >= 0)); }
+
+is_posint() { [[ $1 =~ ^[0-9]+$ ]] && ((10#$1 > 0)); }
+
+# Slurm names (account, partition, gpu type, experiment): no spaces, quotes, slashes,
+# shell metacharacters or leading dash; these end up in paths and #SBATCH lines.
+is_safe_name() { [[ $1 =~ ^[A-Za-z0-9_][A-Za-z0-9_.+-]*$ ]]; }
+
+# Partition lists may hold commas (sbatch takes "gpu,cpu").
+is_partition_list() { [[ $1 =~ ^[A-Za-z0-9_][A-Za-z0-9_.+-]*(,[A-Za-z0-9_][A-Za-z0-9_.+-]*)*$ ]]; }
+
+# is_slurm_time T: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS (sbatch --time forms),
+# with minutes and seconds below 60, hours below 24 after a day count, and not zero.
+is_slurm_time() {
+  local t=$1 d=0 h=0 m=0 s=0 r
+  if [[ $t =~ ^([0-9]+)-([0-9]{1,2})(:([0-9]{1,2}))?(:([0-9]{1,2}))?$ ]]; then
+    r=("${BASH_REMATCH[@]}")
+    d=$((10#${r[1]})) h=$((10#${r[2]})) m=$((10#${r[4]:-0})) s=$((10#${r[6]:-0}))
+    ((h < 24)) || return 1
+  elif [[ $t =~ ^([0-9]+)$ ]]; then
+    m=$((10#$t))
+  elif [[ $t =~ ^([0-9]+):([0-9]{1,2})$ ]]; then
+    m=$((10#${BASH_REMATCH[1]})) s=$((10#${BASH_REMATCH[2]}))
+    ((s < 60)) || return 1
+  elif [[ $t =~ ^([0-9]+):([0-9]{1,2}):([0-9]{1,2})$ ]]; then
+    h=$((10#${BASH_REMATCH[1]})) m=$((10#${BASH_REMATCH[2]})) s=$((10#${BASH_REMATCH[3]}))
+    ((m < 60 && s < 60)) || return 1
+  else
+    return 1
+  fi
+  ((m < 60 || (d == 0 && h == 0 && s == 0))) || return 1
+  ((s < 60 && d * 86400 + h * 3600 + m * 60 + s > 0))
+}
+
+# slurm_time_seconds T: seconds in a valid Slurm time (prints the number).
+slurm_time_seconds() {
+  local t=$1 d=0 rest a b c
+  if [[ $t == *-* ]]; then
+    d=$((10#${t%%-*})) rest=${t#*-}
+    IFS=: read -r a b c <<<"$rest"
+    printf '%d\n' $((d * 86400 + 10#$a * 3600 + 10#${b:-0} * 60 + 10#${c:-0}))
+    return
+  fi
+  IFS=: read -r a b c <<<"$t"
+  if [[ -n $c ]]; then
+    printf '%d\n' $((10#$a * 3600 + 10#$b * 60 + 10#$c))
+  else
+    printf '%d\n' $((10#$a * 60 + 10#${b:-0}))
+  fi
+}
+
+# normalize_mem_to VAR SIZE: Slurm memory size (digits with optional K/M/G/T, an
+# optional trailing B, any case) into VAR as sbatch writes it ("16gb" -> "16G").
+# Returns 1 when SIZE is not a memory size.
+normalize_mem_to() {
+  local size=$2 number unit
+  [[ $size =~ ^[0-9]+[Bb]$ ]] && return 1
+  [[ $size =~ ^([0-9]+)([KkMmGgTt])?[Bb]?$ ]] || return 1
+  number=$((10#${BASH_REMATCH[1]})) unit=${BASH_REMATCH[2]^^}
+  ((number > 0)) || return 1
+  printf -v "$1" '%s%s' "$number" "${unit:-M}"
+}
+
+# has_newline VALUE: true when VALUE holds a newline or carriage return.
+has_newline() { [[ $1 == *$'\n'* || $1 == *$'\r'* ]]; }

@@ -1,0 +1,101 @@
+# shellcheck shell=bash
+# Step 1 of job_submitter.sh: turn the command line into OPT_* variables.
+# Parsing only: checks that an option exists and has its value; validate.sh judges values.
+
+# Options whose feature has not landed yet: parsed and validated, then refused.
+# Each entry is "OPTION|VARIABLE|FEATURE". A feature's commit removes its line.
+HPC_UNAVAILABLE_OPTIONS=(
+  "--data|OPT_DATA|data staging"
+  "--wandb-sweepid|OPT_SWEEPID|W&B sweep agents"
+  "--sweep|OPT_SWEEP_FILE|offline sweeps"
+  "--num-agents|OPT_NUM_AGENTS|W&B sweep agents"
+  "--singularity-container|OPT_CONTAINER|Singularity/Apptainer containers"
+)
+
+hpc_options_reset() {
+  OPT_ACCOUNT="" OPT_PARTITION="" OPT_GPUS="" OPT_CPUS="" OPT_MEM="" OPT_MEM_PER_GPU=""
+  OPT_TIME="" OPT_GPU_TYPE="" OPT_EXP_NAME="" OPT_NODES="" OPT_LAUNCHER=""
+  OPT_CONFIGS="" OPT_CONTAINER="" OPT_SWEEPID="" OPT_SWEEP_FILE="" OPT_NUM_AGENTS=""
+  OPT_CLUSTER="" OPT_MAX_PARALLEL="" OPT_VENV="" OPT_SETUP_VENV=0
+  OPT_DRY_RUN=0 OPT_YES=0 OPT_HELP=0
+  OPT_DATA=()
+}
+
+_opt_needs_value() {
+  die_usage "option $1 needs a value"
+}
+
+hpc_parse_options() {
+  hpc_options_reset
+  local opt value inline
+  while (($#)); do
+    opt=$1 value="" inline=0
+    shift
+    if [[ $opt == --*=* ]]; then
+      value=${opt#*=} opt=${opt%%=*} inline=1
+    fi
+    case $opt in
+      -h | --help | -n | --dry-run | -y | --yes | --setup-venv)
+        ((inline == 0)) || die_usage "option $opt takes no value"
+        case $opt in
+          -h | --help) OPT_HELP=1 ;;
+          -n | --dry-run) OPT_DRY_RUN=1 ;;
+          -y | --yes) OPT_YES=1 ;;
+          --setup-venv) OPT_SETUP_VENV=1 ;;
+        esac
+        continue
+        ;;
+      --data)
+        # One or more paths: every following word up to the next option.
+        if ((inline)); then
+          OPT_DATA+=("$value")
+        fi
+        while (($#)) && [[ $1 != -* ]]; do
+          OPT_DATA+=("$1")
+          shift
+        done
+        ((${#OPT_DATA[@]})) || die_usage "option --data needs at least one path (relative to \$SCRATCH/<project>)"
+        continue
+        ;;
+      -A | --account | -p | --partition | -g | --gpus | -c | --cpus | -m | --mem | --mem-per-gpu | \
+        -t | --time | --gpu-type | -e | --exp-name | -N | --num-nodes | --nodes | \
+        -d | --which-distributed | -f | --configs | -s | --singularity-container | \
+        --wandb-sweepid | --sweep | --num-agents | -C | --cluster | --max-parallel | --venv) ;;
+      *)
+        if [[ $opt == -* ]]; then
+          die_usage "unknown option: $opt"
+        fi
+        die_usage "unexpected argument: $opt (the command to run goes in experiment_configurations.txt or --configs FILE)"
+        ;;
+    esac
+    # The value comes from --name=value or the next word. A next word that looks like an
+    # option is not a value (a negative number is, so that validation can name the fault).
+    if ((inline == 0)); then
+      (($#)) || _opt_needs_value "$opt"
+      [[ $1 != -* || $1 =~ ^-[0-9] ]] || _opt_needs_value "$opt"
+      value=$1
+      shift
+    fi
+    case $opt in
+      -A | --account) OPT_ACCOUNT=$value ;;
+      -p | --partition) OPT_PARTITION=$value ;;
+      -g | --gpus) OPT_GPUS=$value ;;
+      -c | --cpus) OPT_CPUS=$value ;;
+      -m | --mem) OPT_MEM=$value ;;
+      --mem-per-gpu) OPT_MEM_PER_GPU=$value ;;
+      -t | --time) OPT_TIME=$value ;;
+      --gpu-type) OPT_GPU_TYPE=$value ;;
+      -e | --exp-name) OPT_EXP_NAME=$value ;;
+      -N | --num-nodes | --nodes) OPT_NODES=$value ;;
+      -d | --which-distributed) OPT_LAUNCHER=$value ;;
+      -f | --configs) OPT_CONFIGS=$value ;;
+      -s | --singularity-container) OPT_CONTAINER=$value ;;
+      --wandb-sweepid) OPT_SWEEPID=$value ;;
+      --sweep) OPT_SWEEP_FILE=$value ;;
+      --num-agents) OPT_NUM_AGENTS=$value ;;
+      -C | --cluster) OPT_CLUSTER=$value ;;
+      --max-parallel) OPT_MAX_PARALLEL=$value ;;
+      --venv) OPT_VENV=$value ;;
+    esac
+  done
+}

@@ -1,0 +1,104 @@
+# shellcheck shell=bash
+# Step 4 of job_submitter.sh: the batch script, made by a pure function of the J_*
+# variables (same inputs, same script; no clock, no pid, no files read). --dry-run prints
+# it; submit.sh writes it beside the logs.
+
+# _directive NAME [VALUE]: one "#SBATCH --name=VALUE" line. sbatch strips one pair of
+# double quotes around a value, so values are double-quoted; the characters that could
+# break the line (newline, double quote) never reach here (validate.sh refuses them).
+_directive() {
+  if (($# == 1)); then
+    printf '#SBATCH --%s\n' "$1"
+  else
+    printf '#SBATCH --%s="%s"\n' "$1" "$2"
+  fi
+}
+
+# _export NAME VALUE: "export NAME='VALUE'" with VALUE as one shell word.
+_export() {
+  local q
+  quote_to q "$2"
+  printf 'export %s=%s\n' "$1" "$q"
+}
+
+# hpc_plan_log_pattern: the log path given to --output (%j, or %A_%a for arrays).
+hpc_plan_log_pattern_to() {
+  local -n _out=$1
+  if ((${#J_COMMANDS[@]} > 1)); then
+    _out=$J_SCRATCH_DIR/hpc_outputs/$J_EXP_NAME-%A_%a.out
+  else
+    _out=$J_SCRATCH_DIR/hpc_outputs/$J_EXP_NAME-%j.out
+  fi
+}
+
+# hpc_plan_array_to VAR: "" for one command, else "0-(n-1)" with the %N cap.
+hpc_plan_array_to() {
+  local -n _arr=$1
+  _arr=""
+  local n=${#J_COMMANDS[@]}
+  ((n > 1)) || return 0
+  _arr="0-$((n - 1))"
+  [[ -z $J_MAX_PARALLEL ]] || _arr+="%$J_MAX_PARALLEL"
+}
+
+# hpc_plan_script: print the whole batch script on stdout.
+hpc_plan_script() {
+  local gpu array log q_script q_runtime
+  hpc_gpu_directive_to gpu
+  hpc_plan_array_to array
+  hpc_plan_log_pattern_to log
+  quote_to q_script "$J_SCRIPT_PATH"
+  quote_to q_runtime "$J_SOURCE_DIR/virtual_env_hpc_files/job_runtime.sh"
+
+  printf '#!/bin/bash\n'
+  _directive job-name "$J_EXP_NAME"
+  [[ -z $J_ACCOUNT ]] || _directive account "$J_ACCOUNT"
+  [[ -z $J_PARTITION ]] || _directive partition "$J_PARTITION"
+  _directive nodes "$J_NODES"
+  _directive ntasks-per-node "$J_TASKS_PER_NODE"
+  _directive cpus-per-task "$J_CPUS_PER_TASK"
+  if [[ -n $gpu ]]; then
+    gpu=${gpu#--}
+    _directive "${gpu%%=*}" "${gpu#*=}"
+  fi
+  [[ -z $J_MEM ]] || _directive mem "$J_MEM"
+  [[ -z $J_MEM_PER_GPU ]] || _directive mem-per-gpu "$J_MEM_PER_GPU"
+  _directive time "$J_TIME"
+  [[ -z $array ]] || _directive array "$array"
+  _directive output "$log"
+  _directive open-mode append
+  cat <<EOF
+#
+# Made by hpc_files/job_submitter.sh (cluster profile: $HPC_PROFILE_NAME). Everything the
+# job needs is here; to run it again by hand: sbatch $q_script
+# The commands are the lines of \$HPC_COMMANDS_FILE; array task i runs line i+1.
+
+EOF
+  _export source_dir "$J_SOURCE_DIR"
+  _export project_name "$J_PROJECT_NAME"
+  _export scratch_dir "$J_SCRATCH_DIR"
+  _export exp_name "$J_EXP_NAME"
+  _export HPC_COMMANDS_FILE "$J_COMMANDS_PATH"
+  _export HPC_JOB_SCRIPT "$J_SCRIPT_PATH"
+  _export HPC_LAUNCHER "$J_LAUNCHER"
+  _export HPC_NUM_NODES "$J_NODES"
+  _export HPC_GPUS_PER_NODE "$J_GPUS"
+  _export HPC_CPUS_PER_NODE "$J_CPUS"
+  _export HPC_TASKS_PER_NODE "$J_TASKS_PER_NODE"
+  _export HPC_CPUS_PER_TASK "$J_CPUS_PER_TASK"
+  _export HPC_VENV "$J_VENV"
+  _export HPC_MODULES "$J_MODULES"
+  _export HPC_PROVIDES_TMPDIR "$J_PROVIDES_TMPDIR"
+  _export HPC_LOCAL_SCRATCH "$J_LOCAL_SCRATCH"
+  cat <<EOF
+
+# shellcheck source=/dev/null
+source $q_runtime || exit 1
+
+hpc_job_begin      # log header, the job's folders, this task's command
+hpc_load_modules   # \$HPC_MODULES, when the cluster has modules
+hpc_activate_venv  # \$HPC_VENV; a missing venv fails the job here
+hpc_run_command    # the command, through \$HPC_LAUNCHER, in \$source_dir
+exit "\$?"
+EOF
+}

@@ -1,0 +1,599 @@
+#!/usr/bin/env bash
+# local_cluster.sh - start, stop and inspect a real multi-node Slurm cluster on this one
+# machine, for tests.
+#
+# It runs munged, mariadbd, slurmdbd, slurmctld and one slurmd per virtual node
+# (node1..nodeN, all on 127.0.0.1), each started by hand and stopped by the pid in its pid
+# file. Every file it writes (configuration, state, spool, logs, pid files, fake GPU
+# device files, the MariaDB data folder, per-node local scratch) lives in ONE folder:
+# ${HPC_LOCAL_CLUSTER_DIR:-/tmp/hpc_local_cluster}. See tests/cluster/README.md.
+#
+# Usage: local_cluster.sh start|stop|status|env [--nodes N]
+#   eval "$(bash tests/cluster/local_cluster.sh start)"   # start, then use sbatch/sacct
+#   bash tests/cluster/local_cluster.sh stop
+# Progress messages go to stderr; `start` and `env` print `export NAME=VALUE` lines on
+# stdout. Needs root; installs the Debian packages it needs when they are missing.
+set -euo pipefail
+
+SCRIPT_DIR="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)"
+readonly SCRIPT_DIR
+readonly CLUSTER_NAME="hpclocal"
+readonly MARKER_NAME=".hpc_local_cluster"
+readonly CTLD_PORT=16817
+readonly DBD_PORT=16819
+readonly DB_PORT=16306
+readonly NODE_PORT_BASE=17000
+readonly CPUS_PER_NODE=4
+readonly MEMORY_PER_NODE=4000
+readonly GPUS_PER_NODE=4
+readonly START_TIMEOUT_S=30
+readonly STOP_TIMEOUT_S=30
+readonly PACKAGES=(slurm-wlm munge mariadb-server slurmdbd)
+readonly HELPERS=(prolog.sh epilog.sh task_prolog.sh)
+
+NODES=4
+MAX_ARRAY_SIZE="${HPC_LOCAL_MAX_ARRAY_SIZE:-10001}"
+BASE=""
+
+usage() {
+    cat <<EOF
+Usage: bash tests/cluster/local_cluster.sh start|stop|status|env [--nodes N]
+
+Starts a local Slurm cluster (munged, mariadbd, slurmdbd, slurmctld, N slurmd) whose
+files all live in \${HPC_LOCAL_CLUSTER_DIR:-/tmp/hpc_local_cluster}.
+
+Commands:
+  start    start the cluster (fresh state; no-op if it already runs healthy with the
+           same settings), wait for N idle nodes, print the env lines on stdout
+  stop     cancel all jobs, stop every daemon by its pid file, wait for them to exit
+  status   print daemon and node states; exit 0 if the cluster is healthy, 1 if not
+  env      print the lines to eval: export SLURM_CONF=... (and HPC_LOCAL_CLUSTER_DIR)
+
+Options:
+  --nodes N   number of virtual nodes node1..nodeN for start (default 4)
+  -h, --help  print this help
+
+Environment:
+  HPC_LOCAL_CLUSTER_DIR     cluster folder (default /tmp/hpc_local_cluster)
+  HPC_LOCAL_MAX_ARRAY_SIZE  slurm.conf MaxArraySize for start (default 10001)
+
+Example:
+  eval "\$(bash tests/cluster/local_cluster.sh start --nodes 4)"
+  sbatch -p notmpdir --wrap 'hostname'
+EOF
+}
+
+log() { printf '[local_cluster] %s\n' "$*" >&2; }
+
+die() {
+    printf '[local_cluster] ERROR: %s\n' "$*" >&2
+    exit 1
+}
+
+# --- paths --------------------------------------------------------------------------
+
+set_paths() {
+    BASE="$(realpath -m -- "${HPC_LOCAL_CLUSTER_DIR:-/tmp/hpc_local_cluster}")"
+    [[ "${BASE}" != "/" ]] || die "HPC_LOCAL_CLUSTER_DIR must not be /"
+    ETC="${BASE}/etc"
+    RUN="${BASE}/run"
+    LOGS="${BASE}/log"
+    MUNGE_DIR="${BASE}/munge"
+    DB_DIR="${BASE}/mariadb"
+    SLURM_CONF_FILE="${ETC}/slurm.conf"
+    SETTINGS_FILE="${BASE}/cluster.settings"
+    MUNGE_SOCKET="${MUNGE_DIR}/munge.socket"
+    MUNGE_PID="${MUNGE_DIR}/munged.pid"
+    DB_SOCKET="${DB_DIR}/mysqld.sock"
+    DB_PID="${DB_DIR}/mysqld.pid"
+    DBD_PID="${RUN}/slurmdbd.pid"
+    CTLD_PID="${RUN}/slurmctld.pid"
+    export SLURM_CONF="${SLURM_CONF_FILE}"
+}
+
+slurmd_pid_file() { printf '%s/slurmd-%s.pid' "${RUN}" "$1"; }
+
+node_names() {
+    local i
+    for ((i = 1; i <= NODES; i++)); do
+        printf 'node%d\n' "${i}"
+    done
+}
+
+# --- checks and packages ------------------------------------------------------------
+
+require_root() {
+    [[ "$(id -u)" -eq 0 ]] || die "must run as root (it starts munged, mariadbd and the Slurm daemons)"
+}
+
+missing_packages() {
+    local pkg
+    for pkg in "${PACKAGES[@]}"; do
+        if [[ "$(dpkg-query -W -f='${Status}' "${pkg}" 2>/dev/null)" != "install ok installed" ]]; then
+            printf '%s\n' "${pkg}"
+        fi
+    done
+}
+
+ensure_packages() {
+    local missing
+    missing="$(missing_packages)"
+    [[ -n "${missing}" ]] || return 0
+    log "installing missing packages: ${missing//$'\n'/ }"
+    apt-get update >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y "${PACKAGES[@]}" >&2
+}
+
+validate_nodes() {
+    if [[ ! "${NODES}" =~ ^[1-9][0-9]*$ ]] || ((NODES > 64)); then
+        die "--nodes must be an integer from 1 to 64 (got '${NODES}')"
+    fi
+    [[ "${MAX_ARRAY_SIZE}" =~ ^[1-9][0-9]*$ ]] ||
+        die "HPC_LOCAL_MAX_ARRAY_SIZE must be a positive integer (got '${MAX_ARRAY_SIZE}')"
+}
+
+port_in_use() {
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+check_ports_free() {
+    local port
+    for port in "${CTLD_PORT}" "${DBD_PORT}" "${DB_PORT}" $(seq $((NODE_PORT_BASE + 1)) $((NODE_PORT_BASE + NODES))); do
+        if port_in_use "${port}"; then
+            die "TCP port ${port} on 127.0.0.1 is already in use (another local cluster in a different folder?)"
+        fi
+    done
+}
+
+# --- processes ----------------------------------------------------------------------
+
+# Prints the pid from pid file $1 if that process is alive and its name is $2.
+live_pid() {
+    local file="$1" comm="$2" pid
+    [[ -f "${file}" ]] || return 1
+    pid="$(tr -dc '0-9' <"${file}")"
+    [[ -n "${pid}" && -r "/proc/${pid}/comm" ]] || return 1
+    [[ "$(cat "/proc/${pid}/comm" 2>/dev/null)" == "${comm}" ]] || return 1
+    printf '%s' "${pid}"
+}
+
+# Polls command "$@" every 0.1 s until it succeeds or $1 seconds pass.
+wait_until() {
+    local timeout_s="$1" end
+    shift
+    end=$((SECONDS + timeout_s))
+    until "$@"; do
+        ((SECONDS < end)) || return 1
+        sleep 0.1
+    done
+}
+
+pid_gone() { [[ ! -e "/proc/$1" ]]; }
+
+all_gone() {
+    local pid
+    for pid in "$@"; do
+        pid_gone "${pid}" || return 1
+    done
+}
+
+# Sends SIGTERM to the daemons named by "pidfile:comm" pairs, waits for them to exit,
+# then sends SIGKILL to any that are left.
+stop_daemons() {
+    local pair pid pids=()
+    for pair in "$@"; do
+        if pid="$(live_pid "${pair%%:*}" "${pair##*:}")"; then
+            log "stopping ${pair##*:} (pid ${pid})"
+            kill -TERM "${pid}" 2>/dev/null || true
+            pids+=("${pid}")
+        fi
+    done
+    ((${#pids[@]} > 0)) || return 0
+    if ! wait_until "${STOP_TIMEOUT_S}" all_gone "${pids[@]}"; then
+        log "some daemons ignored SIGTERM for ${STOP_TIMEOUT_S} s; sending SIGKILL to ${pids[*]}"
+        kill -KILL "${pids[@]}" 2>/dev/null || true
+        wait_until 5 all_gone "${pids[@]}" || die "could not kill pids ${pids[*]}"
+    fi
+}
+
+# --- folder -------------------------------------------------------------------------
+
+# Deletes the cluster folder, but only if it is one this script made (or is empty).
+wipe_folder() {
+    if [[ -d "${BASE}" ]]; then
+        if [[ ! -e "${BASE}/${MARKER_NAME}" && -n "$(ls -A -- "${BASE}")" ]]; then
+            die "${BASE} exists, is not empty and was not made by this script; refusing to delete it"
+        fi
+        rm -rf -- "${BASE}"
+    fi
+}
+
+make_folders() {
+    local node
+    mkdir -p -- "${BASE}"
+    chmod 0755 -- "${BASE}"
+    touch -- "${BASE}/${MARKER_NAME}"
+    mkdir -p -- "${ETC}" "${RUN}" "${LOGS}" "${BASE}/state" "${BASE}/spool" "${MUNGE_DIR}" "${DB_DIR}"
+    for node in $(node_names); do
+        mkdir -p -- "${BASE}/spool/slurmd-${node}" "${BASE}/gres/${node}" \
+            "${BASE}/localscratch/${node}" "${BASE}/localscratch_lab/${node}"
+        chmod 1777 -- "${BASE}/localscratch_lab/${node}"
+    done
+}
+
+make_fake_gpus() {
+    local node i
+    for node in $(node_names); do
+        for ((i = 0; i < GPUS_PER_NODE; i++)); do
+            mknod -m 0666 "${BASE}/gres/${node}/nvidia${i}" c 1 3
+        done
+    done
+}
+
+install_helpers() {
+    local helper
+    for helper in "${HELPERS[@]}"; do
+        install -m 0755 -- "${SCRIPT_DIR}/${helper}" "${ETC}/${helper}"
+    done
+}
+
+write_settings() {
+    printf 'nodes=%s\nmax_array_size=%s\n' "${NODES}" "${MAX_ARRAY_SIZE}" >"${SETTINGS_FILE}"
+}
+
+# Prints the value of setting $1 of the cluster in the folder (empty if none).
+read_setting() {
+    [[ -f "${SETTINGS_FILE}" ]] || return 0
+    sed -n "s/^$1=//p" "${SETTINGS_FILE}"
+}
+
+# --- configuration files ------------------------------------------------------------
+
+write_slurm_conf() {
+    local host last_port
+    host="$(hostname -s)"
+    last_port=$((NODE_PORT_BASE + NODES))
+    cat >"${SLURM_CONF_FILE}" <<EOF
+# Generated by tests/cluster/local_cluster.sh - local multi-node test cluster.
+ClusterName=${CLUSTER_NAME}
+SlurmctldHost=${host}(127.0.0.1)
+SlurmctldPort=${CTLD_PORT}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket=${MUNGE_SOCKET},cred_expire=10
+CredType=cred/munge
+StateSaveLocation=${BASE}/state
+SlurmdSpoolDir=${BASE}/spool/slurmd-%n
+SlurmctldPidFile=${CTLD_PID}
+SlurmdPidFile=${RUN}/slurmd-%n.pid
+SlurmctldLogFile=${LOGS}/slurmctld.log
+SlurmdLogFile=${LOGS}/slurmd-%n.log
+SlurmctldDebug=info
+SlurmdDebug=info
+SlurmdParameters=config_overrides
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+MpiDefault=none
+MailProg=/bin/true
+EnforcePartLimits=ALL
+SchedulerParameters=bf_interval=1,sched_interval=1,sched_min_interval=0
+KillWait=5
+OverTimeLimit=0
+MinJobAge=300
+MaxArraySize=${MAX_ARRAY_SIZE}
+ReturnToService=2
+PrologFlags=Alloc
+Prolog=${ETC}/prolog.sh
+Epilog=${ETC}/epilog.sh
+TaskProlog=${ETC}/task_prolog.sh
+GresTypes=gpu
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=127.0.0.1
+AccountingStoragePort=${DBD_PORT}
+# Munge socket for the connections to slurmdbd (AuthInfo does not apply to them).
+AccountingStoragePass=${MUNGE_SOCKET}
+AccountingStorageTRES=gres/gpu
+JobAcctGatherType=jobacct_gather/linux
+NodeName=node[1-${NODES}] NodeHostname=localhost NodeAddr=127.0.0.1 Port=[$((NODE_PORT_BASE + 1))-${last_port}] CPUs=${CPUS_PER_NODE} RealMemory=${MEMORY_PER_NODE} Gres=gpu:${GPUS_PER_NODE} State=UNKNOWN
+PartitionName=tmpdir Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
+PartitionName=notmpdir Nodes=ALL Default=NO MaxTime=INFINITE State=UP OverSubscribe=NO
+EOF
+}
+
+write_gres_conf() {
+    local node
+    {
+        printf '# Generated by tests/cluster/local_cluster.sh - fake GPUs (copies of /dev/null).\n'
+        for node in $(node_names); do
+            printf 'NodeName=%s Name=gpu File=%s/gres/%s/nvidia[0-%d]\n' \
+                "${node}" "${BASE}" "${node}" $((GPUS_PER_NODE - 1))
+        done
+    } >"${ETC}/gres.conf"
+}
+
+write_slurmdbd_conf() {
+    local file="${ETC}/slurmdbd.conf"
+    install -m 0600 /dev/null "${file}"
+    cat >"${file}" <<EOF
+# Generated by tests/cluster/local_cluster.sh - accounting daemon of the test cluster.
+AuthType=auth/munge
+AuthInfo=socket=${MUNGE_SOCKET}
+DbdHost=$(hostname -s)
+DbdAddr=127.0.0.1
+DbdPort=${DBD_PORT}
+SlurmUser=root
+PidFile=${DBD_PID}
+LogFile=${LOGS}/slurmdbd.log
+DebugLevel=info
+StorageType=accounting_storage/mysql
+StorageHost=127.0.0.1
+StoragePort=${DB_PORT}
+StorageUser=slurm
+StoragePass=$1
+StorageLoc=slurm_acct_db
+EOF
+}
+
+# --- daemons ------------------------------------------------------------------------
+
+start_munge() {
+    log "starting munged"
+    chown munge:munge -- "${MUNGE_DIR}"
+    chmod 0755 -- "${MUNGE_DIR}"
+    head -c 1024 /dev/urandom >"${MUNGE_DIR}/munge.key"
+    chown munge:munge -- "${MUNGE_DIR}/munge.key"
+    chmod 0400 -- "${MUNGE_DIR}/munge.key"
+    runuser -u munge -- munged \
+        --socket="${MUNGE_SOCKET}" \
+        --key-file="${MUNGE_DIR}/munge.key" \
+        --pid-file="${MUNGE_PID}" \
+        --log-file="${MUNGE_DIR}/munged.log" \
+        --seed-file="${MUNGE_DIR}/munged.seed" ||
+        die "munged failed to start; see ${MUNGE_DIR}/munged.log"
+    wait_until 10 live_pid "${MUNGE_PID}" munged >/dev/null ||
+        die "munged did not start; see ${MUNGE_DIR}/munged.log"
+}
+
+db_options() {
+    printf '%s\n' --no-defaults --user=mysql "--datadir=${DB_DIR}/data" \
+        --innodb-log-file-size=8M --innodb-buffer-pool-size=32M --innodb-lock-wait-timeout=900
+}
+
+db_query() {
+    mariadb --no-defaults --socket="${DB_SOCKET}" -u root -e "$1"
+}
+
+start_mariadb() {
+    local opts
+    mapfile -t opts < <(db_options)
+    log "initialising MariaDB in ${DB_DIR}"
+    chown mysql:mysql -- "${DB_DIR}"
+    mariadb-install-db "${opts[@]}" --auth-root-authentication-method=socket --skip-test-db \
+        >"${LOGS}/mariadb-install.log" 2>&1 ||
+        die "mariadb-install-db failed; see ${LOGS}/mariadb-install.log"
+    log "starting mariadbd"
+    setsid mariadbd "${opts[@]}" --socket="${DB_SOCKET}" --pid-file="${DB_PID}" \
+        --log-error="${DB_DIR}/error.log" --port="${DB_PORT}" --bind-address=127.0.0.1 \
+        --skip-name-resolve --skip-log-bin </dev/null >/dev/null 2>&1 &
+    wait_until "${START_TIMEOUT_S}" db_query 'SELECT 1' >/dev/null 2>&1 ||
+        die "mariadbd did not start; see ${DB_DIR}/error.log"
+}
+
+create_db_user() {
+    local password="$1"
+    db_query "CREATE USER 'slurm'@'127.0.0.1' IDENTIFIED BY '${password}';
+GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';
+FLUSH PRIVILEGES;" || die "could not create the MariaDB user for slurmdbd"
+}
+
+dbd_ready() { sacctmgr -n -P list cluster format=cluster >/dev/null 2>&1; }
+
+start_slurmdbd() {
+    local password
+    password="$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')"
+    create_db_user "${password}"
+    write_slurmdbd_conf "${password}"
+    log "starting slurmdbd"
+    slurmdbd || die "slurmdbd failed to start; see ${LOGS}/slurmdbd.log"
+    wait_until "${START_TIMEOUT_S}" dbd_ready ||
+        die "slurmdbd did not answer within ${START_TIMEOUT_S} s; see ${LOGS}/slurmdbd.log"
+    sacctmgr -i add cluster "${CLUSTER_NAME}" >/dev/null ||
+        die "sacctmgr could not add cluster ${CLUSTER_NAME}; see ${LOGS}/slurmdbd.log"
+}
+
+start_slurmctld() {
+    log "starting slurmctld"
+    slurmctld -f "${SLURM_CONF_FILE}" -c || die "slurmctld failed to start; see ${LOGS}/slurmctld.log"
+    wait_until "${START_TIMEOUT_S}" scontrol ping >/dev/null 2>&1 ||
+        die "slurmctld did not answer within ${START_TIMEOUT_S} s; see ${LOGS}/slurmctld.log"
+}
+
+start_slurmds() {
+    local node
+    log "starting ${NODES} slurmd (node1..node${NODES})"
+    for node in $(node_names); do
+        slurmd -f "${SLURM_CONF_FILE}" -N "${node}" ||
+            die "slurmd ${node} failed to start; see ${LOGS}/slurmd-${node}.log"
+    done
+}
+
+idle_node_count() {
+    sinfo -h -N -t idle -o '%N' 2>/dev/null | sort -u | wc -l
+}
+
+all_nodes_idle() { [[ "$(idle_node_count)" -eq "${NODES}" ]]; }
+
+wait_nodes_idle() {
+    wait_until "${START_TIMEOUT_S}" all_nodes_idle || {
+        sinfo -N >&2 || true
+        die "only $(idle_node_count) of ${NODES} nodes became idle within ${START_TIMEOUT_S} s; see ${LOGS}/slurmctld.log and ${LOGS}/slurmd-node*.log"
+    }
+}
+
+# --- commands -----------------------------------------------------------------------
+
+daemon_list() {
+    local node
+    printf '%s\n' "${MUNGE_PID}:munged" "${DB_PID}:mariadbd" "${DBD_PID}:slurmdbd" "${CTLD_PID}:slurmctld"
+    for node in $(node_names); do
+        printf '%s:slurmd\n' "$(slurmd_pid_file "${node}")"
+    done
+}
+
+healthy() {
+    local pair
+    [[ -f "${SETTINGS_FILE}" ]] || return 1
+    NODES="$(read_setting nodes)"
+    while IFS= read -r pair; do
+        live_pid "${pair%%:*}" "${pair##*:}" >/dev/null || return 1
+    done < <(daemon_list)
+    scontrol ping >/dev/null 2>&1
+}
+
+print_env() {
+    printf 'export SLURM_CONF=%q\n' "${SLURM_CONF_FILE}"
+    printf 'export HPC_LOCAL_CLUSTER_DIR=%q\n' "${BASE}"
+}
+
+cancel_all_jobs() {
+    local jobs
+    live_pid "${CTLD_PID}" slurmctld >/dev/null || return 0
+    jobs="$(squeue -h -o '%A' 2>/dev/null || true)"
+    [[ -n "${jobs}" ]] || return 0
+    log "cancelling jobs: ${jobs//$'\n'/ }"
+    # shellcheck disable=SC2086 # one job id per word
+    scancel ${jobs} 2>/dev/null || true
+    wait_until "${STOP_TIMEOUT_S}" queue_empty || log "jobs still listed after ${STOP_TIMEOUT_S} s; stopping anyway"
+}
+
+queue_empty() { [[ -z "$(squeue -h -o '%A' 2>/dev/null)" ]]; }
+
+cmd_stop() {
+    local pairs=() slurmds=() node_pid
+    local recorded_nodes
+    recorded_nodes="$(read_setting nodes)"
+    NODES="${recorded_nodes:-${NODES}}"
+    cancel_all_jobs
+    for node_pid in "${RUN}"/slurmd-*.pid; do
+        [[ -e "${node_pid}" ]] && slurmds+=("${node_pid}:slurmd")
+    done
+    ((${#slurmds[@]} == 0)) || stop_daemons "${slurmds[@]}"
+    pairs=("${CTLD_PID}:slurmctld")
+    stop_daemons "${pairs[@]}"
+    stop_daemons "${DBD_PID}:slurmdbd"
+    stop_daemons "${DB_PID}:mariadbd"
+    stop_daemons "${MUNGE_PID}:munged"
+    log "stopped (files kept in ${BASE})"
+}
+
+cmd_start() {
+    local t0="${SECONDS}"
+    if healthy; then
+        if [[ "$(read_setting nodes)" == "${REQUESTED_NODES}" &&
+            "$(read_setting max_array_size)" == "${MAX_ARRAY_SIZE}" ]]; then
+            log "already running (${NODES} nodes) in ${BASE}"
+            print_env
+            return 0
+        fi
+        log "running with other settings; restarting"
+    fi
+    NODES="${REQUESTED_NODES}"
+    ensure_packages
+    if [[ -d "${BASE}" ]]; then
+        cmd_stop
+    fi
+    NODES="${REQUESTED_NODES}"
+    check_ports_free
+    wipe_folder
+    make_folders
+    write_settings
+    make_fake_gpus
+    install_helpers
+    write_slurm_conf
+    write_gres_conf
+    start_munge
+    start_mariadb
+    start_slurmdbd
+    start_slurmctld
+    start_slurmds
+    wait_nodes_idle
+    log "cluster up: ${NODES} idle nodes, partitions tmpdir (default) and notmpdir, in $((SECONDS - t0)) s"
+    print_env
+}
+
+cmd_status() {
+    local pair pid rc=0
+    if [[ ! -f "${SETTINGS_FILE}" ]]; then
+        log "no cluster in ${BASE}"
+        return 1
+    fi
+    NODES="$(read_setting nodes)"
+    while IFS= read -r pair; do
+        if pid="$(live_pid "${pair%%:*}" "${pair##*:}")"; then
+            printf '%-10s running  pid %s  (%s)\n' "${pair##*:}" "${pid}" "${pair%%:*}"
+        else
+            printf '%-10s STOPPED  (%s)\n' "${pair##*:}" "${pair%%:*}"
+            rc=1
+        fi
+    done < <(daemon_list)
+    if ((rc == 0)); then
+        sinfo || rc=1
+    fi
+    return "${rc}"
+}
+
+cmd_env() {
+    [[ -f "${SETTINGS_FILE}" ]] || log "warning: no cluster in ${BASE} yet (run start)"
+    print_env
+}
+
+main() {
+    local command=""
+    while (($# > 0)); do
+        case "$1" in
+            -h | --help)
+                usage
+                return 0
+                ;;
+            --nodes)
+                (($# >= 2)) || die "--nodes needs a value"
+                NODES="$2"
+                shift
+                ;;
+            --nodes=*) NODES="${1#--nodes=}" ;;
+            start | stop | status | env)
+                [[ -z "${command}" ]] || die "only one command allowed (got '${command}' and '$1')"
+                command="$1"
+                ;;
+            *)
+                usage >&2
+                die "unknown argument '$1'"
+                ;;
+        esac
+        shift
+    done
+    [[ -n "${command}" ]] || {
+        usage >&2
+        exit 2
+    }
+    validate_nodes
+    REQUESTED_NODES="${NODES}"
+    set_paths
+    case "${command}" in
+        start)
+            require_root
+            cmd_start
+            ;;
+        stop)
+            require_root
+            cmd_stop
+            ;;
+        status) cmd_status ;;
+        env) cmd_env ;;
+    esac
+}
+
+main "$@"

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Slurm TaskProlog of the local test cluster (see local_cluster.sh, which copies this file
+# into CLUSTER_DIR/etc/). Runs as the job's user before the batch script and before every
+# task of every step. Its stdout is read by slurmstepd: "export NAME=VALUE" sets a
+# variable in the task, "unset NAME" removes one. It exports SLURM_TMPDIR when the Prolog
+# made a local scratch folder for this job on this node (partition "tmpdir") and unsets it
+# otherwise, so a value inherited from the submitting shell never leaks into a job.
+set -euo pipefail
+
+base="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)"
+dir="${base}/localscratch/${SLURMD_NODENAME:-}/job_${SLURM_JOB_ID:-}"
+
+if [[ -n "${SLURMD_NODENAME:-}" && -n "${SLURM_JOB_ID:-}" && -d "${dir}" ]]; then
+    printf 'export SLURM_TMPDIR=%s\n' "${dir}"
+else
+    printf 'unset SLURM_TMPDIR\n'
+fi

@@ -1,0 +1,121 @@
+# shellcheck shell=bash
+# Job-side library, sourced by every batch script that job_submitter.sh writes: the steps
+# a job takes on its first node (folders, modules, venv, the command and its launcher).
+# The batch script sets source_dir, project_name, scratch_dir, exp_name and HPC_* first.
+
+# hpc_log MESSAGE...: one line in the job's log, tagged with the node.
+hpc_log() {
+  printf '[hpc %(%F %T)T %s] %s\n' -1 "${SLURMD_NODENAME:-${HOSTNAME:-?}}" "$*"
+}
+
+# hpc_fail MESSAGE [CODE]: say what went wrong and end the job (FAILED in Slurm).
+hpc_fail() {
+  printf '[hpc %(%F %T)T %s] ERROR: %s\n' -1 "${SLURMD_NODENAME:-${HOSTNAME:-?}}" "$1" >&2
+  exit "${2:-1}"
+}
+
+# hpc_read_task_command: HPC_COMMAND = line HPC_TASK_INDEX+1 of HPC_COMMANDS_FILE.
+hpc_read_task_command() {
+  local i=0 line found=0
+  [[ -r $HPC_COMMANDS_FILE ]] ||
+    hpc_fail "commands file $HPC_COMMANDS_FILE is missing or unreadable (was hpc_outputs/jobs cleaned up? submit again)"
+  while IFS= read -r line; do
+    if ((i == HPC_TASK_INDEX)); then
+      HPC_COMMAND=$line found=1
+      break
+    fi
+    ((++i))
+  done <"$HPC_COMMANDS_FILE"
+  ((found)) || hpc_fail "task $HPC_TASK_INDEX has no line in $HPC_COMMANDS_FILE (it holds $i commands)"
+}
+
+# hpc_job_begin: the task's identity, folders and command, and a header in the log.
+hpc_job_begin() {
+  export HPC_TASK_INDEX=${SLURM_ARRAY_TASK_ID:-0}
+  export HPC_NUM_TASKS=${SLURM_ARRAY_TASK_COUNT:-1}
+  export HPC_RESTART_COUNT=${SLURM_RESTART_COUNT:-0}
+  export HPC_EXP_DIR=$scratch_dir/$exp_name
+  if [[ -n ${SLURM_ARRAY_TASK_ID:-} ]]; then
+    export HPC_CHECKPOINT_DIR=$HPC_EXP_DIR/checkpoints/task_$HPC_TASK_INDEX
+  else
+    export HPC_CHECKPOINT_DIR=$HPC_EXP_DIR/checkpoints
+  fi
+  export HPC_OUTPUT_DIR=$scratch_dir/hpc_outputs
+  # Threaded libraries default to every core of the node; keep them to the job's share.
+  export OMP_NUM_THREADS=${OMP_NUM_THREADS:-${SLURM_CPUS_PER_TASK:-1}}
+  mkdir -p -- "$HPC_OUTPUT_DIR" "$HPC_CHECKPOINT_DIR" ||
+    hpc_fail "cannot create $HPC_CHECKPOINT_DIR under $scratch_dir (is \$SCRATCH mounted on this node?)"
+  hpc_read_task_command
+  hpc_log "job ${SLURM_JOB_ID:-?}${SLURM_ARRAY_TASK_ID:+ (array task $SLURM_ARRAY_TASK_ID of $HPC_NUM_TASKS)}, attempt $((HPC_RESTART_COUNT + 1)), nodes ${SLURM_JOB_NODELIST:-?}"
+  hpc_log "command: $HPC_COMMAND"
+}
+
+# hpc_load_modules: `module load $HPC_MODULES` (clusters with environment modules).
+hpc_load_modules() {
+  [[ -n ${HPC_MODULES:-} ]] || return 0
+  if ! declare -F module >/dev/null && ! command -v module >/dev/null; then
+    local init
+    for init in /etc/profile.d/lmod.sh /etc/profile.d/modules.sh /usr/share/lmod/lmod/init/bash; do
+      # shellcheck source=/dev/null
+      [[ -r $init ]] && source "$init" && break
+    done
+  fi
+  declare -F module >/dev/null || command -v module >/dev/null ||
+    hpc_fail "the cluster profile asks for modules ($HPC_MODULES) but this node has no 'module' command: set HPC_MODULES=\"\" in the profile"
+  # shellcheck disable=SC2086 # a space-separated list of modules
+  module load $HPC_MODULES || hpc_fail "module load $HPC_MODULES failed (module names differ between clusters: fix HPC_MODULES in the profile)"
+  hpc_log "modules: $HPC_MODULES"
+}
+
+# hpc_activate_venv: the project's venv, or none when HPC_VENV=none.
+hpc_activate_venv() {
+  if [[ ${HPC_VENV:-none} == none ]]; then
+    hpc_log "venv: none (python is $(command -v python3 || echo missing))"
+    return 0
+  fi
+  [[ -f $HPC_VENV/bin/activate ]] ||
+    hpc_fail "virtual environment not found at $HPC_VENV: create it (python3 -m venv '$HPC_VENV' and pip install your requirements), submit with --setup-venv to build it in a job first, or pass --venv PATH|none"
+  local nounset=$-
+  set +u # activate scripts read variables that may be unset
+  # shellcheck source=/dev/null
+  source "$HPC_VENV/bin/activate" || hpc_fail "could not activate $HPC_VENV"
+  [[ $nounset != *u* ]] || set -u
+  hpc_log "venv: $HPC_VENV"
+}
+
+# hpc_wait_child PID: wait for PID through any trapped signal; returns its exit code.
+hpc_wait_child() {
+  local pid=$1 rc
+  while :; do
+    rc=0
+    wait "$pid" || rc=$?
+    kill -0 "$pid" 2>/dev/null || return "$rc"
+  done
+}
+
+# hpc_launch_none: the command once, on this node, as bash would run it on a laptop.
+hpc_launch_none() {
+  bash -c "$HPC_COMMAND" </dev/null &
+  HPC_CHILD_PID=$!
+  hpc_wait_child "$HPC_CHILD_PID"
+}
+
+# hpc_run_command: run the task's command with its launcher from the project folder;
+# returns the command's exit code (the job's exit code).
+hpc_run_command() {
+  local rc=0 started=$SECONDS
+  cd -- "$source_dir" || hpc_fail "project folder $source_dir is not reachable from this node"
+  declare -F "hpc_launch_$HPC_LAUNCHER" >/dev/null || hpc_fail "unknown launcher '$HPC_LAUNCHER'"
+  trap 'hpc_forward_signal TERM' TERM
+  trap 'hpc_forward_signal INT' INT
+  "hpc_launch_$HPC_LAUNCHER" || rc=$?
+  trap - TERM INT
+  hpc_log "command ended with exit code $rc after $((SECONDS - started)) s"
+  return "$rc"
+}
+
+# hpc_forward_signal SIG: pass a signal the batch shell received on to the command.
+hpc_forward_signal() {
+  hpc_log "received SIG$1: passing it to the command"
+  [[ -z ${HPC_CHILD_PID:-} ]] || kill -s "$1" "$HPC_CHILD_PID" 2>/dev/null || true
+}

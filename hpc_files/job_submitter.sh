@@ -70,11 +70,12 @@ confirm_large_array() {
 }
 
 print_dry_run() {
-  local argv script_q commands_q
-  hpc_sbatch_argv_to argv "$J_SCRIPT_PATH" "${1:-}"
+  local argv line dependency=""
+  ((OPT_SETUP_VENV == 0)) || dependency="<venv job id>"
+  hpc_sbatch_argv_to argv "$J_SCRIPT_PATH" "$dependency"
   printf '# sbatch command line (not run: --dry-run):\n'
-  printf '%q ' "${argv[@]}"
-  printf '\n\n# ---- batch script: %s ----\n' "$J_SCRIPT_PATH"
+  printf -v line '%q ' "${argv[@]}"
+  printf '%s\n\n# ---- batch script: %s ----\n' "${line% }" "$J_SCRIPT_PATH"
   hpc_plan_script
   printf '\n# ---- commands (%d), one per array task: %s ----\n' "${#J_COMMANDS[@]}" "$J_COMMANDS_PATH"
   printf '%s\n' "${J_COMMANDS[@]}"
@@ -95,30 +96,39 @@ print_submitted() {
   printf '  script: %s\n' "$J_SCRIPT_PATH"
 }
 
-main() {
-  local self=${BASH_SOURCE[0]} toolkit_dir source_dir configs stamp venv_job=""
-  [[ $self == /* ]] || self=$PWD/$self
-  toolkit_dir=${self%/*}
-  # shellcheck source=hpc_files/lib/hpc_lib.sh
-  source "$toolkit_dir/lib/hpc_lib.sh"
-  local part
-  for part in options profile validate resources configs plan submit venv; do
-    # shellcheck source=/dev/null
-    source "$toolkit_dir/lib/$part.sh"
-  done
+# The toolkit's folder (hpc_files/), found from this file so it runs from anywhere.
+HPC_TOOLKIT_DIR=${BASH_SOURCE[0]}
+[[ $HPC_TOOLKIT_DIR == /* ]] || HPC_TOOLKIT_DIR=$PWD/$HPC_TOOLKIT_DIR
+HPC_TOOLKIT_DIR=${HPC_TOOLKIT_DIR%/*}
+# shellcheck source=hpc_files/lib/hpc_lib.sh
+source "$HPC_TOOLKIT_DIR/lib/hpc_lib.sh"
+for _part in options profile validate resources configs plan submit venv; do
+  # shellcheck source=/dev/null
+  source "$HPC_TOOLKIT_DIR/lib/$_part.sh"
+done
+unset _part
 
+# prepare SOURCE_DIR ARGS...: parse, load the profile, judge everything and read the
+# commands; afterwards the J_* variables hold the whole job. Writes nothing.
+prepare() {
+  local source_dir=$1
+  shift
   hpc_parse_options "$@"
+  ((OPT_HELP == 0)) || return 0
+  hpc_profile_load "${OPT_CLUSTER:-${HPC_CLUSTER:-generic}}" "$HPC_TOOLKIT_DIR/clusters"
+  hpc_settle_job
+  hpc_read_configs "${OPT_CONFIGS:-$source_dir/experiment_configurations.txt}"
+  hpc_settle_paths "$source_dir"
+}
+
+main() {
+  local source_dir stamp venv_job="" script_text
+  source_dir=${HPC_PROJECT_DIR:-$(cd -- "$HPC_TOOLKIT_DIR/.." && pwd -P)}
+  prepare "$source_dir" "$@"
   if ((OPT_HELP)); then
     usage
     return 0
   fi
-  source_dir=${HPC_PROJECT_DIR:-$(cd -- "$toolkit_dir/.." && pwd -P)}
-
-  hpc_profile_load "${OPT_CLUSTER:-${HPC_CLUSTER:-generic}}" "$toolkit_dir/clusters"
-  hpc_settle_job
-  configs=${OPT_CONFIGS:-$source_dir/experiment_configurations.txt}
-  hpc_read_configs "$configs"
-  hpc_settle_paths "$source_dir"
   if ((OPT_DRY_RUN == 0)) && ! command -v sbatch >/dev/null; then
     die "sbatch not found on PATH: run this on a Slurm login node, or start the local test cluster (bash tests/cluster/local_cluster.sh start, then eval \"\$(bash tests/cluster/local_cluster.sh env)\"), or preview with --dry-run"
   fi
@@ -128,16 +138,13 @@ main() {
 
   if ((OPT_DRY_RUN)); then
     ((OPT_SETUP_VENV == 0)) || hpc_venv_dry_run
-    print_dry_run "${OPT_SETUP_VENV:+}"
+    print_dry_run
     return 0
   fi
 
   hpc_venv_check
   confirm_large_array "${#J_COMMANDS[@]}"
-  if ((OPT_SETUP_VENV)); then
-    hpc_venv_submit_build venv_job
-  fi
-  local script_text
+  ((OPT_SETUP_VENV == 0)) || hpc_venv_submit_build venv_job
   script_text=$(hpc_plan_script)
   hpc_submit "$script_text"$'\n' "$venv_job"
   print_submitted

@@ -129,6 +129,8 @@ hpc_settle_paths() {
     die "project name '$J_PROJECT_NAME' cannot name a folder: set HPC_PROJECT_NAME to a plain name"
   [[ -d $SCRATCH ]] || die "SCRATCH=$SCRATCH is not a folder: create it or export SCRATCH=/path/to/an/existing/scratch/folder"
   J_SCRATCH_DIR=${SCRATCH%/}/$J_PROJECT_NAME
+  [[ $J_SCRATCH_DIR != *'"'* ]] ||
+    die "the log folder $J_SCRATCH_DIR/hpc_outputs holds a double quote, which an #SBATCH line cannot carry: use a SCRATCH or project folder name without one (or set HPC_PROJECT_NAME)"
 
   local venv=${OPT_VENV:-${HPC_VENV:-$HPC_VENV_PATH}}
   [[ -n $venv ]] || venv=$J_SOURCE_DIR/.venv

@@ -31,12 +31,12 @@ hpc_venv_build_argv_to() {
 }
 
 hpc_venv_dry_run() {
-  local argv
+  local argv line
   hpc_venv_build_argv_to argv
   printf '# venv job (--setup-venv), submitted first; the job below waits for it with\n'
   printf '# --dependency=afterok:<its job id>:\n'
-  printf '%q ' "${argv[@]}"
-  printf '\n\n'
+  printf -v line '%q ' "${argv[@]}"
+  printf '%s\n\n' "${line% }"
 }
 
 # hpc_venv_submit_build VAR: submit the build job, its id into VAR.

@@ -34,6 +34,7 @@ readonly HELPERS=(prolog.sh epilog.sh task_prolog.sh)
 NODES=4
 MAX_ARRAY_SIZE="${HPC_LOCAL_MAX_ARRAY_SIZE:-10001}"
 BASE=""
+STOPPED_PIDS=()
 
 usage() {
     cat <<EOF
@@ -63,7 +64,13 @@ Example:
 EOF
 }
 
-log() { printf '[local_cluster] %s\n' "$*" >&2; }
+readonly T0_US="${EPOCHREALTIME/./}"
+
+# Prints a progress message on stderr, with the seconds since the script started.
+log() {
+    local us=$((${EPOCHREALTIME/./} - T0_US))
+    printf '[local_cluster +%d.%02ds] %s\n' $((us / 1000000)) $((us % 1000000 / 10000)) "$*" >&2
+}
 
 die() {
     printf '[local_cluster] ERROR: %s\n' "$*" >&2
@@ -168,7 +175,20 @@ wait_until() {
     done
 }
 
-pid_gone() { [[ ! -e "/proc/$1" ]]; }
+# A daemon counts as gone once it is a zombie: its parent is init, which may reap late.
+pid_gone() {
+    local stat
+    stat="$(cat "/proc/$1/stat" 2>/dev/null)" || return 0
+    stat="${stat##*) }"
+    [[ "${stat:0:1}" == "Z" ]]
+}
+
+all_reaped() {
+    local pid
+    for pid in "$@"; do
+        [[ ! -e "/proc/${pid}" ]] || return 1
+    done
+}
 
 all_gone() {
     local pid
@@ -194,6 +214,7 @@ stop_daemons() {
         kill -KILL "${pids[@]}" 2>/dev/null || true
         wait_until 5 all_gone "${pids[@]}" || die "could not kill pids ${pids[*]}"
     fi
+    STOPPED_PIDS+=("${pids[@]}")
 }
 
 # --- folder -------------------------------------------------------------------------
@@ -472,20 +493,22 @@ cancel_all_jobs() {
 queue_empty() { [[ -z "$(squeue -h -o '%A' 2>/dev/null)" ]]; }
 
 cmd_stop() {
-    local pairs=() slurmds=() node_pid
-    local recorded_nodes
-    recorded_nodes="$(read_setting nodes)"
-    NODES="${recorded_nodes:-${NODES}}"
+    local slurmds=() node_pid
     cancel_all_jobs
     for node_pid in "${RUN}"/slurmd-*.pid; do
-        [[ -e "${node_pid}" ]] && slurmds+=("${node_pid}:slurmd")
+        if [[ -e "${node_pid}" ]]; then
+            slurmds+=("${node_pid}:slurmd")
+        fi
     done
-    ((${#slurmds[@]} == 0)) || stop_daemons "${slurmds[@]}"
-    pairs=("${CTLD_PID}:slurmctld")
-    stop_daemons "${pairs[@]}"
+    stop_daemons "${slurmds[@]}" "${CTLD_PID}:slurmctld"
     stop_daemons "${DBD_PID}:slurmdbd"
     stop_daemons "${DB_PID}:mariadbd"
     stop_daemons "${MUNGE_PID}:munged"
+    # Exited daemons are zombies until init reaps them; give it a moment so that pgrep
+    # shows nothing afterwards (without hanging where init never reaps).
+    if ((${#STOPPED_PIDS[@]} > 0)); then
+        wait_until 3 all_reaped "${STOPPED_PIDS[@]}" || true
+    fi
     log "stopped (files kept in ${BASE})"
 }
 

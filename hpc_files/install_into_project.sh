@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Summary: copy the toolkit into a project (or update the copy already there).
+#
+# Usage: bash hpc_files/install_into_project.sh PROJECT_DIR
+#
+# Copies hpc_files/, virtual_env_hpc_files/, singularity_hpc_files/, plai_cleanups/ and
+# python/ into PROJECT_DIR, replacing an older copy of those folders. Your own files are
+# never overwritten: experiment_configurations.txt and sweeper.yml are written only when
+# the project has none.
+set -euo pipefail
+
+HPC_PROG=install_into_project.sh
+here=${BASH_SOURCE[0]}
+[[ $here == /* ]] || here=$PWD/$here
+here=${here%/*}
+# shellcheck source=hpc_files/lib/hpc_lib.sh
+source "$here/lib/hpc_lib.sh"
+
+TOOLKIT_FOLDERS=(hpc_files virtual_env_hpc_files singularity_hpc_files plai_cleanups python)
+TEMPLATES=(experiment_configurations.txt sweeper.yml)
+
+main() {
+  if [[ ${1:-} == -h || ${1:-} == --help ]]; then
+    sed -n 's/^# \{0,1\}//; 2,9p' "${BASH_SOURCE[0]}"
+    return 0
+  fi
+  (($# == 1)) || die_usage "give the project folder: bash hpc_files/install_into_project.sh PROJECT_DIR"
+  local root target=$1 folder file
+  root=$(cd -- "$here/.." && pwd -P)
+  [[ -d $target ]] || die "project folder '$target' does not exist: create it first"
+  target=$(cd -- "$target" && pwd -P)
+  [[ $target != "$root" ]] || die "'$target' is the toolkit itself: give your project's folder"
+  for folder in "${TOOLKIT_FOLDERS[@]}"; do
+    [[ -d $root/$folder ]] || continue
+    rm -rf -- "${target:?}/$folder.new"
+    cp -R -- "$root/$folder" "$target/$folder.new"
+    rm -rf -- "$target/$folder.new/build" "$target/$folder.new"/*.egg-info
+    rm -rf -- "${target:?}/$folder"
+    mv -- "$target/$folder.new" "$target/$folder"
+  done
+  for file in "${TEMPLATES[@]}"; do
+    [[ -e $target/$file || ! -f $root/$file ]] || cp -- "$root/$file" "$target/$file"
+  done
+  printf 'hpc_files installed in %s\n' "$target"
+  printf 'Next: write your command in %s/experiment_configurations.txt, then\n' "$target"
+  printf '  export SCRATCH=/path/to/scratch   # if your cluster does not set it\n'
+  printf '  bash hpc_files/job_submitter.sh --gpus 1 --time 01:00:00 --exp-name first_try\n'
+}
+
+main "$@"

@@ -1,0 +1,70 @@
+# shellcheck shell=bash
+bats_require_minimum_version 1.5.0
+# Shared set-up for the bats tests: a hermetic environment and throw-away projects.
+
+REPO_ROOT=$(cd -- "${BATS_TEST_DIRNAME}/../.." && pwd -P)
+export REPO_ROOT
+
+# hermetic_env: HOME, SCRATCH and PATH of the test's own; no Slurm or HPC_* variables
+# leak in from the machine running the tests.
+hermetic_env() {
+  local v
+  for v in $(compgen -e); do
+    case $v in
+      SLURM_CONF | HPC_LOCAL_CLUSTER_DIR) ;;
+      SLURM_* | HPC_* | SBATCH_* | SRUN_*) unset "$v" ;;
+    esac
+  done
+  export HOME=$BATS_TEST_TMPDIR/home
+  export SCRATCH=$BATS_TEST_TMPDIR/scratch
+  mkdir -p "$HOME" "$SCRATCH"
+}
+
+# use_sbatch_stub: the recording sbatch first on PATH (unit tests only).
+use_sbatch_stub() {
+  export SBATCH_STUB_LOG=$BATS_TEST_TMPDIR/sbatch.log
+  : >"$SBATCH_STUB_LOG"
+  export PATH=$REPO_ROOT/tests/helpers/stubs:/usr/local/bin:/usr/bin:/bin
+}
+
+# no_sbatch_on_path: the machine's usual PATH, less every Slurm command.
+no_sbatch_on_path() {
+  local bin=$BATS_TEST_TMPDIR/bin tool
+  mkdir -p "$bin"
+  for tool in /usr/local/bin/* /usr/bin/* /bin/*; do
+    case ${tool##*/} in
+      sbatch | srun | salloc | squeue | scancel | scontrol | sinfo | sacct) continue ;;
+    esac
+    [[ -e $bin/${tool##*/} ]] || ln -s "$tool" "$bin/${tool##*/}"
+  done
+  export PATH=$bin
+}
+
+# make_project NAME [CONFIG_LINE...]: the toolkit installed into a fresh project folder
+# called NAME (any characters), with these lines as experiment_configurations.txt.
+# Prints nothing; sets PROJECT.
+make_project() {
+  PROJECT=$BATS_TEST_TMPDIR/$1
+  shift
+  mkdir -p "$PROJECT"
+  bash "$REPO_ROOT/hpc_files/install_into_project.sh" "$PROJECT" >/dev/null
+  cp -R "$REPO_ROOT/examples" "$PROJECT/examples"
+  if (($#)); then
+    printf '%s\n' "$@" >"$PROJECT/experiment_configurations.txt"
+  fi
+}
+
+# submitter ARGS...: run the project's job_submitter.sh from inside the project.
+submitter() {
+  (cd "$PROJECT" && bash hpc_files/job_submitter.sh "$@")
+}
+
+# sbatch_calls: how many times the stub was called.
+sbatch_calls() {
+  grep -c '^--$' "$SBATCH_STUB_LOG" || true
+}
+
+# scratch_is_empty: nothing was written under $SCRATCH.
+scratch_is_empty() {
+  [[ -z $(find "$SCRATCH" -mindepth 1 -print -quit) ]]
+}

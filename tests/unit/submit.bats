@@ -1,0 +1,106 @@
+#!/usr/bin/env bats
+# Submission with a recording sbatch: the files written, the exact argv, what is printed,
+# and that nothing is left behind when sbatch refuses. (tests/integration/ uses real Slurm.)
+
+load ../helpers/common
+
+setup() {
+  hermetic_env
+  use_sbatch_stub
+  make_project proj 'python examples/train.py --lr 0.1 --layers 1,2,3 --name "run a"' \
+    "python examples/train.py --lr 0.2 --name 'b'"
+  mkdir -p "$PROJECT/.venv/bin" && : >"$PROJECT/.venv/bin/activate"
+}
+
+@test "one sbatch --parsable call for many lines: a job array, script and commands kept" {
+  run --separate-stderr submitter --exp-name base --cluster local
+  [ "$status" -eq 0 ]
+  [ "$(sbatch_calls)" -eq 1 ]
+  [ "$(sed -n 1p "$SBATCH_STUB_LOG")" = "--parsable" ]
+  local script
+  script=$(sed -n 2p "$SBATCH_STUB_LOG")
+  [[ $script == "$SCRATCH/proj/hpc_outputs/jobs/base-"*.sbatch ]]
+  [ -f "$script" ]
+  grep -qx '#SBATCH --array="0-1"' "$script"
+  cmp "$script" "$SBATCH_STUB_LOG.script.1"
+  [ "$(cat "${script%.sbatch}.commands")" = "$(cat "$PROJECT/experiment_configurations.txt")" ]
+  [ "${lines[0]}" = "Submitted batch job 4242 (array of 2 tasks, 0-1)" ]
+  [ "${lines[1]}" = "  logs:   $SCRATCH/proj/hpc_outputs/base-4242_<task>.out" ]
+  [ "${lines[2]}" = "  script: $script" ]
+}
+
+@test "a single command is a plain job with its log path printed" {
+  printf 'echo one\n' >"$PROJECT/experiment_configurations.txt"
+  run --separate-stderr submitter -e solo
+  [ "$status" -eq 0 ]
+  [ "${lines[0]}" = "Submitted batch job 4242" ]
+  [ "${lines[1]}" = "  log:    $SCRATCH/proj/hpc_outputs/solo-4242.out" ]
+  ! grep -q -- '--array' "$SBATCH_STUB_LOG.script.1"
+}
+
+@test "the submission is recorded in hpc_outputs/jobs/submissions.tsv" {
+  submitter -e a >/dev/null
+  submitter -e b >/dev/null
+  local ledger=$SCRATCH/proj/hpc_outputs/jobs/submissions.tsv
+  [ "$(wc -l <"$ledger")" -eq 2 ]
+  [ "$(cut -f2,3,4 "$ledger" | head -1)" = $'4242\ta\t2' ]
+  [ "$(cut -f2,3 "$ledger" | tail -1)" = $'4243\tb' ]
+}
+
+@test "sbatch refusing the job: error, non-zero exit, no files left" {
+  SBATCH_STUB_FAIL="Requested node configuration is not available" run --separate-stderr submitter -e x
+  [ "$status" -ne 0 ]
+  [[ $stderr == *"Requested node configuration is not available"* ]]
+  [[ $stderr == *"nothing was submitted"* ]]
+  [ -z "$(find "$SCRATCH" -type f)" ]
+}
+
+@test "runs from any folder of the project" {
+  mkdir -p "$PROJECT/src/deep"
+  cd "$PROJECT/src/deep"
+  run --separate-stderr bash ../../hpc_files/job_submitter.sh -e deep
+  [ "$status" -eq 0 ]
+  grep -qx "export source_dir='$PROJECT'" "$SBATCH_STUB_LOG.script.1"
+}
+
+@test "a missing venv is a warning at submission, not a silent surprise" {
+  rm -r "$PROJECT/.venv"
+  run --separate-stderr submitter -e x
+  [ "$status" -eq 0 ]
+  [[ $stderr == *"no virtual environment at $PROJECT/.venv"*"--setup-venv"* ]]
+  run --separate-stderr submitter -e x --venv none
+  [[ $stderr != *"no virtual environment"* ]]
+  grep -qx "export HPC_VENV='none'" "$SBATCH_STUB_LOG.script.2"
+}
+
+@test "--setup-venv submits the venv job first and chains the experiments with afterok" {
+  printf 'pyyaml\n' >"$PROJECT/requirements.txt"
+  run --separate-stderr submitter -e x --setup-venv
+  [ "$status" -eq 0 ]
+  [ "$(sbatch_calls)" -eq 2 ]
+  grep -qx "$PROJECT/virtual_env_hpc_files/build_venv.sh" "$SBATCH_STUB_LOG"
+  grep -qx -- "--dependency=afterok:4242" "$SBATCH_STUB_LOG"
+  [[ $output == *"Submitted venv job 4242"*"Submitted batch job 4243"* ]]
+}
+
+@test "--setup-venv without requirements.txt is refused before any submission" {
+  run --separate-stderr submitter -e x --setup-venv
+  [ "$status" -ne 0 ]
+  [[ $stderr == *"requirements.txt, which does not exist"* ]]
+  [ "$(sbatch_calls)" -eq 0 ]
+}
+
+@test "a large array with stdin not a terminal never waits for an answer" {
+  seq 1 150 | sed 's/^/echo /' >"$PROJECT/experiment_configurations.txt"
+  run --separate-stderr timeout 20 bash -c 'cd "$1" && bash hpc_files/job_submitter.sh -e big </dev/null' _ "$PROJECT"
+  [ "$status" -eq 0 ]
+  grep -qx '#SBATCH --array="0-149"' "$SBATCH_STUB_LOG.script.1"
+}
+
+@test "each configs line reaches the commands file byte for byte (quotes, commas, unicode)" {
+  printf '%s\n' "python t.py --a 'x y' --b \"p,q\" --c é\\\\n;echo \$HOME" >"$PROJECT/c.txt"
+  submitter -e q --configs c.txt >/dev/null
+  local script
+  script=$(sed -n 2p "$SBATCH_STUB_LOG")
+  cmp "${script%.sbatch}.commands" "$PROJECT/c.txt"
+}

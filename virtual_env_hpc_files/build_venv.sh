@@ -18,6 +18,5 @@ fi
 if [[ ! -f $venv/bin/activate ]]; then
   python3 -m venv -- "$venv"
 fi
-"$venv/bin/python" -m pip install --upgrade pip >/dev/null
 "$venv/bin/python" -m pip install -r "$requirements"
 echo "[hpc] venv ready: $venv"

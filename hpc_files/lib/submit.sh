@@ -13,7 +13,8 @@ hpc_submission_paths() {
 hpc_sbatch_argv_to() {
   local -n _argv=$1
   _argv=(sbatch --parsable)
-  [[ -z ${3:-} ]] || _argv+=("--dependency=afterok:$3")
+  # A failed venv job cancels the experiments instead of leaving them pending forever.
+  [[ -z ${3:-} ]] || _argv+=("--dependency=afterok:$3" --kill-on-invalid-dep=yes)
   _argv+=("$2")
 }
 

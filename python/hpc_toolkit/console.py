@@ -1,4 +1,4 @@
-"""How every command talks: `hpc: message` on stderr for errors and warnings, plain tables on stdout.
+"""How every command talks: `hpc: message` on stderr, plain tables on stdout.
 
 One place for the house rules, so the sub-apps added later word their errors the same way.
 """
@@ -30,6 +30,8 @@ def render_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     widths = [len(h) for h in header]
     for row in rows:
         widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-             for r in [header, *rows]]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+        for r in [header, *rows]
+    ]
     return "\n".join(lines) + "\n"

@@ -17,7 +17,7 @@ SACCT_FIELDS = "JobID,JobName,State,ExitCode,Elapsed"
 TIMEOUT_S = 60.0  # a hung slurmdbd should not hang `hpc status` for ever
 
 # 123, 123_4, 123_[0-9%4], 123+0 (heterogeneous jobs); steps (123.batch) do not match.
-_JOB_ID = re.compile(r"(?P<job>[0-9]+)(?:_(?:(?P<task>[0-9]+)|\[(?P<range>[^\]]*)\]))?(?:\+[0-9]+)?")
+_JOB_ID = re.compile(r"(?P<job>[0-9]+)(?:_(?:[0-9]+|\[(?P<range>[^\]]*)\]))?(?:\+[0-9]+)?")
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,9 @@ def query_states(job_ids: Sequence[str]) -> StateQuery:
     squeue = _run(["squeue", "-h", "-o", "%i|%T", "-j", ids])
     if isinstance(squeue, str):
         return StateQuery({}, "none", f"{why}, and {squeue}: job states are unknown")
-    # squeue exits non-zero ("Invalid job id") when none of the jobs is still queued or
-    # running; that is an answer (nothing live), not a failure, so its output is used.
+    # squeue exits 1 with "Invalid job id" when none of the jobs is queued or running any
+    # more: that is an answer (nothing live), not a failure.
+    if squeue.returncode != 0 and "Invalid job id" not in squeue.stderr:
+        return StateQuery({}, "none", f"{why}, and {_failure(squeue)}: job states are unknown")
     note = f"{why}; states are from squeue, which forgets finished jobs: their states are unknown"
     return StateQuery(parse_rows(squeue.stdout, job_ids, state_col=1), "squeue", note)

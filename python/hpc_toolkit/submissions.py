@@ -10,7 +10,6 @@ never fatal, because the other lines are still worth showing.
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -109,7 +108,9 @@ def find_scratch_dir(override: Path | None, environ: Mapping[str, str], cwd: Pat
         return override
     scratch = environ.get("SCRATCH", "")
     if not scratch:
-        raise LocateError("SCRATCH is not set: export SCRATCH=/path/to/scratch or pass --scratch-dir")
+        raise LocateError(
+            "SCRATCH is not set: export SCRATCH=/path/to/scratch or pass --scratch-dir"
+        )
     project = environ.get("HPC_PROJECT_NAME", "")
     if not project:
         root = find_project_root(cwd)
@@ -124,10 +125,3 @@ def find_scratch_dir(override: Path | None, environ: Mapping[str, str], cwd: Pat
 
 def ledger_path(scratch_dir: Path) -> Path:
     return scratch_dir / LEDGER
-
-
-def states_by_submission(
-    subs: list[Submission], counts: Mapping[str, Counter[str]]
-) -> list[tuple[Submission, str]]:
-    """Each submission with its `STATE n, ...` summary from the per-job-id task counts."""
-    return [(s, s.state_summary(counts.get(s.job_id, Counter()))) for s in subs]

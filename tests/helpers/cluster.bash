@@ -1,0 +1,87 @@
+# shellcheck shell=bash
+# Helpers for integration tests on the real local Slurm cluster (tests/cluster/).
+# A test that needs the cluster fails loudly when it is not running; it never skips.
+
+load ../helpers/common
+
+CLUSTER_SCRIPT=$REPO_ROOT/tests/cluster/local_cluster.sh
+
+# cluster_env: Slurm's client variables for the local cluster; fails when it is down.
+cluster_env() {
+  local env_lines
+  env_lines=$(bash "$CLUSTER_SCRIPT" env) || {
+    echo "the local Slurm cluster is not running: bash tests/cluster/local_cluster.sh start" >&2
+    return 1
+  }
+  eval "$env_lines"
+  sinfo -h >/dev/null || {
+    echo "the local Slurm cluster does not answer (sinfo failed): bash tests/cluster/local_cluster.sh start" >&2
+    return 1
+  }
+}
+
+# integration_setup: hermetic env with the real Slurm commands and a project that has
+# a (small, pip-less) venv, so the job's python is the venv's.
+integration_setup() {
+  hermetic_env
+  cluster_env
+  # Shared scratch must be visible from the nodes: on this machine every path is.
+  make_project "${1:-proj}"
+  python3 -m venv --without-pip "$PROJECT/.venv"
+  cp "$REPO_ROOT/tests/helpers/argv_dump.py" "$PROJECT/argv_dump.py"
+}
+
+# submit ARGS...: job_submitter.sh through the project; sets JOB_ID (fails if none).
+submit() {
+  run --separate-stderr submitter "$@"
+  if [ "$status" -ne 0 ]; then
+    echo "submission failed ($status): $stderr" >&2
+    return 1
+  fi
+  JOB_ID=$(sed -n 's/^Submitted batch job \([0-9]*\).*/\1/p' <<<"$output" | tail -1)
+  [[ -n $JOB_ID ]] || { echo "no job id in: $output" >&2; return 1; }
+}
+
+# job_states ID: one "jobid|state|exitcode" line per job or array task (sacct, no steps).
+job_states() {
+  sacct -X -n -P -j "$1" -o JobID,State,ExitCode 2>/dev/null
+}
+
+# wait_job ID [TIMEOUT_S]: until the job (every array task) has left the queue and sacct
+# has its final state. Fails on timeout, printing the queue.
+wait_job() {
+  local id=$1 timeout=${2:-120} start=$SECONDS states
+  while ((SECONDS - start < timeout)); do
+    if [[ -z $(squeue -h -j "$id" -o %i 2>/dev/null) ]]; then
+      states=$(job_states "$id")
+      if [[ -n $states ]] && ! grep -qE '\|(PENDING|RUNNING|REQUEUED|COMPLETING|CONFIGURING|RESIZING|SUSPENDED)\|' <<<"$states"; then
+        return 0
+      fi
+    fi
+    sleep 0.5
+  done
+  echo "job $id not finished after ${timeout}s:" >&2
+  squeue -j "$id" >&2 || true
+  job_states "$id" >&2
+  return 1
+}
+
+# job_state ID: the state of a single (non-array) job, e.g. COMPLETED or FAILED.
+job_state() {
+  job_states "$1" | awk -F'|' -v id="$1" '$1 == id { print $2 }'
+}
+
+# job_exit ID: its ExitCode, e.g. 3:0.
+job_exit() {
+  job_states "$1" | awk -F'|' -v id="$1" '$1 == id { print $3 }'
+}
+
+# job_log ID [TASK]: the job's log file (the name job_submitter.sh printed).
+job_log() {
+  local exp=$2 task=${3:-}
+  if [[ -n $task ]]; then
+    printf '%s/%s/hpc_outputs/%s-%s_%s.out' "$SCRATCH" "${PROJECT##*/}" "$exp" "$1" "$task"
+  else
+    printf '%s/%s/hpc_outputs/%s-%s.out' "$SCRATCH" "${PROJECT##*/}" "$exp" "$1"
+  fi
+}

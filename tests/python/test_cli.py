@@ -1,0 +1,192 @@
+"""The `hpc` commands through typer's CliRunner, with stdout and stderr kept apart."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from hpc_toolkit import __version__
+from hpc_toolkit.cli import app
+
+from conftest import Stub
+
+LEDGER = """\
+2024-05-01T12:00:00+0000\t1001\ttrain\t1\t{jobs}/train-20240501-120000-1.sbatch
+this line is torn
+2024-05-01T13:00:00+0000\t1002\tsweep\t3\t{jobs}/sweep-20240501-130000-2.sbatch
+2024-05-02T09:00:00+0000\t1003\ttrain\t1\t{jobs}/train-20240502-090000-3.sbatch
+"""
+SACCT = """\
+1001|train|COMPLETED|0:0|00:10:00
+1002_0|sweep|COMPLETED|0:0|00:05:00
+1002_1|sweep|COMPLETED|0:0|00:05:00
+1002_2|sweep|FAILED|1:0|00:00:03
+1003|train|RUNNING|0:0|00:01:00
+"""
+
+
+@pytest.fixture
+def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A project `my proj` (cwd: a folder inside it) and its ledger under $SCRATCH."""
+    project = tmp_path / "my proj"
+    (project / "hpc_files").mkdir(parents=True)
+    (project / "src").mkdir()
+    monkeypatch.chdir(project / "src")
+    monkeypatch.setenv("SCRATCH", str(tmp_path / "scratch"))
+    scratch_dir = tmp_path / "scratch" / "my proj"
+    jobs = scratch_dir / "hpc_outputs" / "jobs"
+    jobs.mkdir(parents=True)
+    (jobs / "submissions.tsv").write_text(LEDGER.format(jobs=jobs))
+    return scratch_dir
+
+
+def test_version(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["version"])
+    assert result.exit_code == 0
+    assert result.stdout == f"{__version__}\n"
+
+
+def test_python_dash_m(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "hpc_toolkit", "version"], capture_output=True, text=True
+    )
+    assert done.returncode == 0
+    assert done.stdout == f"{__version__}\n"
+
+
+def test_help_lists_commands(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0
+    for command in ("status", "env", "version"):
+        assert command in result.stdout
+
+
+def test_status_table(runner: CliRunner, stub: Stub, scratch: Path) -> None:
+    stub("sacct", SACCT)
+    result = runner.invoke(app, ["status"])
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["JOB", "ID", "EXP", "TASKS", "SUBMITTED", "STATES", "LOG"]
+    assert "1001" in lines[1] and "COMPLETED 1" in lines[1]
+    assert "COMPLETED 2, FAILED 1" in lines[2]
+    assert str(scratch / "hpc_outputs" / "sweep-1002_*.out") in lines[2]
+    assert "RUNNING 1" in lines[3]
+    assert str(scratch / "hpc_outputs" / "train-1003.out") in lines[3]
+    assert len(lines) == 4
+    assert "submissions.tsv:2: skipped a malformed line" in result.stderr
+
+
+def test_status_filters(runner: CliRunner, stub: Stub, scratch: Path) -> None:
+    stub("sacct", SACCT)
+    result = runner.invoke(app, ["status", "--exp-name", "train", "--last", "1"])
+    assert result.exit_code == 0
+    assert [line.split()[0] for line in result.stdout.splitlines()[1:]] == ["1003"]
+
+
+def test_status_scratch_dir_and_project_name(
+    runner: CliRunner, stub: Stub, scratch: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stub("sacct", SACCT)
+    monkeypatch.chdir(tmp_path)  # outside the project: only the override can find the ledger
+    result = runner.invoke(app, ["status", "--scratch-dir", str(scratch)])
+    assert result.exit_code == 0
+    assert "1002" in result.stdout
+    monkeypatch.setenv("HPC_PROJECT_NAME", "my proj")
+    assert runner.invoke(app, ["status"]).exit_code == 0
+
+
+def test_status_squeue_fallback(runner: CliRunner, stub: Stub, scratch: Path) -> None:
+    stub("squeue", "1003|RUNNING\n")
+    result = runner.invoke(app, ["status"])
+    assert result.exit_code == 0
+    assert "sacct is not on PATH" in result.stderr
+    assert "finished jobs: their states are unknown" in result.stderr
+    lines = result.stdout.splitlines()
+    assert "UNKNOWN 1" in lines[1]
+    assert "UNKNOWN 3" in lines[2]
+    assert "RUNNING 1" in lines[3]
+
+
+def test_status_no_ledger(runner: CliRunner, scratch: Path) -> None:
+    (scratch / "hpc_outputs" / "jobs" / "submissions.tsv").unlink()
+    result = runner.invoke(app, ["status"])
+    assert result.exit_code == 0
+    assert result.stdout == ""
+    assert "hpc: no submissions recorded in" in result.stderr
+
+
+def test_status_unknown_experiment(runner: CliRunner, scratch: Path) -> None:
+    result = runner.invoke(app, ["status", "--exp-name", "nope"])
+    assert result.exit_code == 0
+    assert "no submissions of experiment 'nope'" in result.stderr
+
+
+def test_status_without_scratch(
+    runner: CliRunner, scratch: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SCRATCH")
+    result = runner.invoke(app, ["status"])
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert result.stderr.startswith("hpc: SCRATCH is not set")
+
+
+def test_status_outside_a_project(
+    runner: CliRunner, scratch: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["status"])
+    assert result.exit_code == 1
+    assert "no hpc_files/ folder" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [(["--last", "0"], "--last"), (["--last", "x"], "--last"), (["--scratch-dir", "/nope"], "")],
+)
+def test_status_bad_values(runner: CliRunner, scratch: Path, args: list[str], option: str) -> None:
+    result = runner.invoke(app, ["status", *args])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert "Invalid value" in result.stderr
+    assert option in result.stderr
+
+
+def test_env_outside_a_job(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["env"])
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert "hpc: not inside a Slurm job" in result.stderr
+    assert "--allow-outside" in result.stderr
+
+
+def test_env_allow_outside(runner: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HPC_NUM_TASKS", "2")
+    result = runner.invoke(app, ["env", "--allow-outside"])
+    assert result.exit_code == 0
+    assert result.stdout == "export HPC_NUM_TASKS=2\n"
+
+
+def test_env_in_a_job(runner: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLURM_JOB_ID", "1002")
+    monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "1")
+    monkeypatch.setenv("exp_name", "a 0")
+    shell = runner.invoke(app, ["env"])
+    assert shell.exit_code == 0
+    assert "export exp_name='a 0'\n" in shell.stdout
+    data = json.loads(runner.invoke(app, ["env", "--json"]).stdout)
+    assert data["slurm_array_task_id"] == 1
+    assert data["in_job"] is True
+
+
+def test_env_bad_value(runner: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLURM_JOB_ID", "5")
+    monkeypatch.setenv("HPC_TASK_INDEX", "first")
+    result = runner.invoke(app, ["env"])
+    assert result.exit_code == 1
+    assert result.stderr == "hpc: HPC_TASK_INDEX='first' is not a whole number\n"

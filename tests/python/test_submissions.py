@@ -1,0 +1,108 @@
+"""The submissions ledger and locating the project's scratch folder."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from hpc_toolkit.submissions import (
+    LocateError,
+    Submission,
+    find_project_root,
+    find_scratch_dir,
+    ledger_path,
+    parse_line,
+    read_submissions,
+)
+
+GOOD = "2024-05-01T12:30:00+0200\t1001\ttrain\t1\t/s/p/hpc_outputs/jobs/train-1.sbatch"
+ARRAY = "2024-05-01T13:00:00+0000\t1002\tsweep\t3\t/s/p/hpc_outputs/jobs/sweep-2.sbatch"
+
+
+def test_parse_line() -> None:
+    sub = parse_line(GOOD + "\n")
+    assert sub == Submission(
+        datetime(2024, 5, 1, 12, 30, tzinfo=timezone(timedelta(hours=2))),
+        "1001",
+        "train",
+        1,
+        Path("/s/p/hpc_outputs/jobs/train-1.sbatch"),
+    )
+    assert not sub.is_array
+    assert parse_line(ARRAY).is_array
+
+
+def test_parse_line_takes_colon_offsets() -> None:
+    assert parse_line(GOOD.replace("+0200", "+02:00")).submitted_at.utcoffset() == timedelta(
+        hours=2
+    )
+
+
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        ("2024-05-01T12:30:00+0000\t1001\ttrain\t1", "4 tab-separated fields"),
+        ("yesterday\t1001\ttrain\t1\t/x", "not ISO 8601"),
+        ("2024-05-01T12:30:00+0000\tabc\ttrain\t1\t/x", "job id"),
+        ("2024-05-01T12:30:00+0000\t1001\ttrain\t0\t/x", "task count"),
+        ("2024-05-01T12:30:00+0000\t1001\t\t1\t/x", "empty"),
+    ],
+)
+def test_parse_line_says_what_is_wrong(line: str, why: str) -> None:
+    with pytest.raises(ValueError, match=why):
+        parse_line(line)
+
+
+def test_read_skips_malformed_lines_with_a_warning(tmp_path: Path) -> None:
+    ledger = tmp_path / "submissions.tsv"
+    ledger.write_bytes(
+        f"{GOOD}\nnot a ledger line\n\n\xff\xfe garbage\n{ARRAY}\n".encode("latin-1")
+    )
+    warnings: list[str] = []
+    subs = read_submissions(ledger, on_bad_line=warnings.append)
+    assert [s.job_id for s in subs] == ["1001", "1002"]
+    assert len(warnings) == 2
+    assert warnings[0].startswith(f"{ledger}:2: skipped a malformed line")
+    assert warnings[1].startswith(f"{ledger}:4: ")
+
+
+def test_read_missing_ledger_is_empty(tmp_path: Path) -> None:
+    assert read_submissions(tmp_path / "nope.tsv", on_bad_line=pytest.fail) == []
+
+
+def test_log_pattern_and_summary() -> None:
+    single, array = parse_line(GOOD), parse_line(ARRAY)
+    assert single.log_pattern(Path("/s/p")) == "/s/p/hpc_outputs/train-1001.out"
+    assert array.log_pattern(Path("/s/p")) == "/s/p/hpc_outputs/sweep-1002_*.out"
+    assert array.state_summary({"FAILED": 1, "COMPLETED": 2}) == "COMPLETED 2, FAILED 1"
+    assert array.state_summary({"RUNNING": 1}) == "RUNNING 1, UNKNOWN 2"
+    assert single.state_summary({}) == "UNKNOWN 1"
+
+
+def test_find_project_root(tmp_path: Path) -> None:
+    project = tmp_path / "my proj"
+    (project / "hpc_files").mkdir(parents=True)
+    (project / "src" / "deep").mkdir(parents=True)
+    assert find_project_root(project / "src" / "deep") == project
+    assert find_project_root(project) == project
+    assert find_project_root(tmp_path) is None
+
+
+def test_find_scratch_dir(tmp_path: Path) -> None:
+    project = tmp_path / "proj"
+    (project / "hpc_files").mkdir(parents=True)
+    env = {"SCRATCH": "/scratch/me/"}
+    assert find_scratch_dir(None, env, project) == Path("/scratch/me/proj")
+    named = {**env, "HPC_PROJECT_NAME": "other"}
+    assert find_scratch_dir(None, named, tmp_path) == Path("/scratch/me/other")
+    assert find_scratch_dir(Path("/x"), {}, tmp_path) == Path("/x")
+    assert ledger_path(Path("/x")) == Path("/x/hpc_outputs/jobs/submissions.tsv")
+
+
+def test_find_scratch_dir_errors(tmp_path: Path) -> None:
+    with pytest.raises(LocateError, match="SCRATCH is not set"):
+        find_scratch_dir(None, {}, tmp_path)
+    with pytest.raises(LocateError, match="no hpc_files/ folder"):
+        find_scratch_dir(None, {"SCRATCH": "/s"}, tmp_path)

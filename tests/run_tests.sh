@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Summary: run every test: shellcheck, bats unit tests, pytest, then the integration
+# tests on the real local Slurm cluster (started here when it is not running).
+#
+# Usage: bash tests/run_tests.sh [unit|python|integration|lint]...   (default: all)
+# Installs what is missing first (tests/setup/install_deps.sh). Integration tests run
+# HPC_TEST_JOBS at a time (default 4). Ends with a line "N passed, N failed".
+set -euo pipefail
+
+root=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)
+cd "$root"
+venv=${HPC_TEST_VENV:-$root/.venv}
+jobs=${HPC_TEST_JOBS:-4}
+passed=0 failed=0
+failures=()
+
+say() { printf '\n=== %s\n' "$*"; }
+
+# tally NAME FILE: count bats' TAP lines (ok / not ok) from FILE.
+tally() {
+  local ok notok
+  ok=$(grep -c '^ok ' "$2" || true)
+  notok=$(grep -c '^not ok ' "$2" || true)
+  passed=$((passed + ok)) failed=$((failed + notok))
+  ((notok == 0)) || failures+=("$1: $notok failed")
+}
+
+run_lint() {
+  say "shellcheck"
+  local files
+  # Every script of the tree, tracked or new (not ignored), plus the extension-less ones.
+  mapfile -t files < <(git ls-files -co --exclude-standard '*.sh' '*.bash' '*.bats' .ci/run tests/helpers/stubs)
+  if shellcheck -x "${files[@]}"; then
+    passed=$((passed + 1))
+    echo "shellcheck: ${#files[@]} files clean"
+  else
+    failed=$((failed + 1)) failures+=("shellcheck")
+  fi
+}
+
+run_bats() {
+  local name=$1 dir=$2 out
+  shift 2
+  say "bats $dir"
+  out=$(mktemp)
+  bats "$@" "$dir" | tee "$out" || true
+  tally "$name" "$out"
+  rm -f "$out"
+}
+
+run_python() {
+  say "pytest tests/python"
+  local out rc=0
+  out=$(mktemp)
+  "$venv/bin/python" -m pytest -q tests/python 2>&1 | tee "$out" || rc=$?
+  local p f
+  p=$(grep -oE '[0-9]+ passed' "$out" | tail -1 | grep -oE '[0-9]+' || echo 0)
+  f=$(grep -oE '[0-9]+ (failed|error)' "$out" | awk '{s+=$1} END {print s+0}')
+  passed=$((passed + p)) failed=$((failed + f))
+  if ((rc != 0 && f == 0)); then failed=$((failed + 1)); fi
+  ((rc == 0)) || failures+=("pytest")
+  rm -f "$out"
+}
+
+run_integration() {
+  say "local Slurm cluster"
+  eval "$(bash tests/cluster/local_cluster.sh start)"
+  local parallel=()
+  if command -v parallel >/dev/null && ((jobs > 1)); then
+    parallel=(--jobs "$jobs" --no-parallelize-within-files)
+  fi
+  PATH=$venv/bin:$PATH run_bats integration tests/integration "${parallel[@]}"
+}
+
+main() {
+  bash tests/setup/install_deps.sh
+  local parts=("$@")
+  ((${#parts[@]})) || parts=(lint unit python integration)
+  local part
+  for part in "${parts[@]}"; do
+    case $part in
+      lint) run_lint ;;
+      unit) run_bats unit tests/unit ;;
+      python) run_python ;;
+      integration) run_integration ;;
+      *) echo "run_tests.sh: unknown part '$part' (use lint, unit, python, integration)" >&2; exit 2 ;;
+    esac
+  done
+  echo
+  ((${#failures[@]} == 0)) || printf 'FAILED: %s\n' "${failures[@]}"
+  echo "$passed passed, $failed failed"
+  ((failed == 0))
+}
+
+main "$@"

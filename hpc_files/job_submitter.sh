@@ -19,10 +19,16 @@
 #   -A, --account NAME           Slurm account (e.g. def-supervisor)
 #   -p, --partition NAME         Slurm partition
 #       --max-parallel N         at most N array tasks at once (%N)
+#       --procs-per-node N       CPU jobs of a distributed launcher: processes per node
+#                                (default 1; with GPUs it is one per GPU)
+#       --sbatch-option OPT      any other sbatch option, e.g. --sbatch-option=--qos=high
+#                                (repeatable; becomes an #SBATCH line)
 #
 # What to run:
 #   -e, --exp-name NAME          experiment name: names the job, its logs and folders
 #   -f, --configs FILE           commands file (default: <project>/experiment_configurations.txt)
+#       --nodes-arg NAME         also pass the node count as '--NAME N' (e.g. num_nodes)
+#       --devices-arg NAME       also pass the processes per node as '--NAME N' (e.g. devices)
 #       --venv PATH|none         project virtual environment (default: <project>/.venv)
 #       --setup-venv             first build the venv from requirements.txt in a job of its
 #                                own; the experiments wait for it (--dependency=afterok)
@@ -118,6 +124,7 @@ prepare() {
   hpc_profile_load "${OPT_CLUSTER:-${HPC_CLUSTER:-generic}}" "$HPC_TOOLKIT_DIR/clusters"
   hpc_settle_job
   hpc_read_configs "${OPT_CONFIGS:-$source_dir/experiment_configurations.txt}"
+  hpc_validate_commands
   hpc_settle_paths "$source_dir"
 }
 

@@ -3,6 +3,9 @@
 # a job takes on its first node (folders, modules, venv, the command and its launcher).
 # The batch script sets source_dir, project_name, scratch_dir, exp_name and HPC_* first.
 
+# shellcheck source=virtual_env_hpc_files/launchers.sh
+source "${BASH_SOURCE[0]%/*}/launchers.sh"
+
 # hpc_log MESSAGE...: one line in the job's log, tagged with the node.
 hpc_log() {
   printf '[hpc %(%F %T)T %s] %s\n' -1 "${SLURMD_NODENAME:-${HOSTNAME:-?}}" "$*"

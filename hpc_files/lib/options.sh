@@ -17,8 +17,9 @@ hpc_options_reset() {
   OPT_TIME="" OPT_GPU_TYPE="" OPT_EXP_NAME="" OPT_NODES="" OPT_LAUNCHER=""
   OPT_CONFIGS="" OPT_CONTAINER="" OPT_SWEEPID="" OPT_SWEEP_FILE="" OPT_NUM_AGENTS=""
   OPT_CLUSTER="" OPT_MAX_PARALLEL="" OPT_VENV="" OPT_SETUP_VENV=0
+  OPT_PROCS_PER_NODE="" OPT_NODES_ARG="" OPT_DEVICES_ARG=""
   OPT_DRY_RUN=0 OPT_YES=0 OPT_HELP=0
-  OPT_DATA=()
+  OPT_DATA=() OPT_SBATCH_OPTIONS=()
 }
 
 _opt_needs_value() {
@@ -60,7 +61,18 @@ hpc_parse_options() {
       -A | --account | -p | --partition | -g | --gpus | -c | --cpus | -m | --mem | --mem-per-gpu | \
         -t | --time | --gpu-type | -e | --exp-name | -N | --num-nodes | --nodes | \
         -d | --which-distributed | -f | --configs | -s | --singularity-container | \
-        --wandb-sweepid | --sweep | --num-agents | -C | --cluster | --max-parallel | --venv) ;;
+        --wandb-sweepid | --sweep | --num-agents | -C | --cluster | --max-parallel | --venv | \
+        --procs-per-node | --nodes-arg | --devices-arg) ;;
+      --sbatch-option)
+        # Its value starts with "--": take the next word whatever it looks like.
+        if ((inline == 0)); then
+          (($#)) || _opt_needs_value "$opt"
+          value=$1
+          shift
+        fi
+        OPT_SBATCH_OPTIONS+=("$value")
+        continue
+        ;;
       *)
         if [[ $opt == -* ]]; then
           die_usage "unknown option: $opt"
@@ -96,6 +108,9 @@ hpc_parse_options() {
       -C | --cluster) OPT_CLUSTER=$value ;;
       --max-parallel) OPT_MAX_PARALLEL=$value ;;
       --venv) OPT_VENV=$value ;;
+      --procs-per-node) OPT_PROCS_PER_NODE=$value ;;
+      --nodes-arg) OPT_NODES_ARG=$value ;;
+      --devices-arg) OPT_DEVICES_ARG=$value ;;
     esac
   done
 }

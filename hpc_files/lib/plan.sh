@@ -67,6 +67,15 @@ hpc_plan_script() {
   [[ -z $array ]] || _directive array "$array"
   _directive output "$log"
   _directive open-mode append
+  local extra
+  for extra in "${J_SBATCH_OPTIONS[@]}"; do
+    extra=${extra#--}
+    if [[ $extra == *=* ]]; then
+      _directive "${extra%%=*}" "${extra#*=}"
+    else
+      _directive "$extra"
+    fi
+  done
   cat <<EOF
 #
 # Made by hpc_files/job_submitter.sh (cluster profile: $HPC_PROFILE_NAME). Everything the
@@ -86,6 +95,9 @@ EOF
   _export HPC_CPUS_PER_NODE "$J_CPUS"
   _export HPC_TASKS_PER_NODE "$J_TASKS_PER_NODE"
   _export HPC_CPUS_PER_TASK "$J_CPUS_PER_TASK"
+  _export HPC_PROCS_PER_NODE "$J_PROCS_PER_NODE"
+  _export HPC_NODES_ARG "$J_NODES_ARG"
+  _export HPC_DEVICES_ARG "$J_DEVICES_ARG"
   _export HPC_VENV "$J_VENV"
   _export HPC_MODULES "$J_MODULES"
   _export HPC_PROVIDES_TMPDIR "$J_PROVIDES_TMPDIR"

@@ -4,7 +4,7 @@
 
 HPC_LAUNCHERS=(none lightning torchrun script dask)
 # Launchers whose feature has landed; the others are refused as "not available yet".
-HPC_AVAILABLE_LAUNCHERS=(none)
+HPC_AVAILABLE_LAUNCHERS=(none lightning torchrun script dask)
 
 _in_list() {
   local want=$1 item
@@ -19,13 +19,14 @@ _in_list() {
 hpc_validate_counts() {
   local pair name value
   for pair in "--gpus|$OPT_GPUS" "--cpus|$OPT_CPUS" "--num-nodes|$OPT_NODES" \
-    "--max-parallel|$OPT_MAX_PARALLEL" "--num-agents|$OPT_NUM_AGENTS"; do
+    "--max-parallel|$OPT_MAX_PARALLEL" "--num-agents|$OPT_NUM_AGENTS" \
+    "--procs-per-node|$OPT_PROCS_PER_NODE"; do
     name=${pair%%|*} value=${pair#*|}
     [[ -z $value ]] && continue
     is_uint "$value" || die "$name must be a whole number, not '$value'"
   done
   for pair in "--cpus|$OPT_CPUS" "--num-nodes|$OPT_NODES" "--max-parallel|$OPT_MAX_PARALLEL" \
-    "--num-agents|$OPT_NUM_AGENTS"; do
+    "--num-agents|$OPT_NUM_AGENTS" "--procs-per-node|$OPT_PROCS_PER_NODE"; do
     name=${pair%%|*} value=${pair#*|}
     [[ -z $value ]] && continue
     is_posint "$value" || die "$name must be at least 1, not '$value'"
@@ -40,6 +41,16 @@ hpc_validate_names() {
     die "--partition '$OPT_PARTITION' is not a partition name or comma-separated list of them"
   [[ -z $OPT_GPU_TYPE ]] || is_safe_name "$OPT_GPU_TYPE" ||
     die "--gpu-type '$OPT_GPU_TYPE' is not a GPU type (for example v100l, a100)"
+  local flag
+  for flag in "$OPT_NODES_ARG" "$OPT_DEVICES_ARG"; do
+    [[ -z $flag ]] || [[ $flag =~ ^[A-Za-z][A-Za-z0-9_-]*$ ]] ||
+      die "--nodes-arg/--devices-arg '$flag' must be your program's option name without dashes (for example num_nodes, which adds '--num_nodes N')"
+  done
+  for flag in "${OPT_SBATCH_OPTIONS[@]}"; do
+    if ! [[ $flag =~ ^--[a-z][a-z-]*(=.*)?$ ]] || has_newline "$flag" || [[ $flag == *'"'* ]]; then
+      die "--sbatch-option '$flag' must be one sbatch option written --name or --name=value (for example --qos=high), without newlines or double quotes"
+    fi
+  done
   [[ -z $OPT_EXP_NAME ]] || { is_safe_name "$OPT_EXP_NAME" && ((${#OPT_EXP_NAME} <= 100)); } ||
     die "--exp-name '$OPT_EXP_NAME' must be 1-100 letters, digits, '.', '_', '+' or '-', not starting with '.', '+' or '-' (it names folders)"
 }
@@ -81,6 +92,17 @@ hpc_settle_job() {
   fi
 
   hpc_map_resources
+  if [[ -n $OPT_PROCS_PER_NODE ]] && ((J_GPUS > 0)); then
+    die "--procs-per-node is for CPU jobs; with GPUs there is one process per GPU (--gpus $J_GPUS)"
+  fi
+  if [[ -n $OPT_PROCS_PER_NODE && $J_LAUNCHER == none ]]; then
+    die "--procs-per-node needs a distributed launcher (--which-distributed lightning|torchrun|script)"
+  fi
+  if [[ $J_LAUNCHER == none && ( -n $OPT_NODES_ARG || -n $OPT_DEVICES_ARG ) ]]; then
+    die "--nodes-arg and --devices-arg need a distributed launcher (--which-distributed ...)"
+  fi
+  J_NODES_ARG=$OPT_NODES_ARG J_DEVICES_ARG=$OPT_DEVICES_ARG
+  J_SBATCH_OPTIONS=("${OPT_SBATCH_OPTIONS[@]}")
 
   J_MEM="" J_MEM_PER_GPU=""
   if [[ -n $OPT_MEM && -n $OPT_MEM_PER_GPU ]]; then
@@ -139,4 +161,17 @@ hpc_settle_paths() {
   fi
   has_newline "$venv" && die "the venv path holds a newline"
   J_VENV=$venv
+}
+
+# hpc_validate_commands: what a launcher needs of each command line (after hpc_read_configs).
+hpc_validate_commands() {
+  [[ $J_LAUNCHER == torchrun ]] || return 0
+  local line i=0
+  local re='^[[:space:]]*([A-Za-z_][A-Za-z0-9_]*=[^[:space:]]*[[:space:]]+)*([^[:space:]]*/)?python[0-9.]*[[:space:]]+(-u[[:space:]]+)?[^-[:space:]]'
+  local re_m='^[[:space:]]*([A-Za-z_][A-Za-z0-9_]*=[^[:space:]]*[[:space:]]+)*([^[:space:]]*/)?python[0-9.]*[[:space:]]+(-u[[:space:]]+)?-m[[:space:]]'
+  for line in "${J_COMMANDS[@]}"; do
+    ((++i))
+    [[ $line =~ $re || $line =~ $re_m ]] ||
+      die "command $i is not 'python script.py ...' or 'python -m module ...', which the torchrun launcher turns into 'torchrun ... script.py ...': $line"
+  done
 }

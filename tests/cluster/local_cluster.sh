@@ -82,6 +82,9 @@ die() {
 set_paths() {
     BASE="$(realpath -m -- "${HPC_LOCAL_CLUSTER_DIR:-/tmp/hpc_local_cluster}")"
     [[ "${BASE}" != "/" ]] || die "HPC_LOCAL_CLUSTER_DIR must not be /"
+    # The path goes unquoted into slurm.conf, gres.conf and TaskProlog output.
+    [[ "${BASE}" =~ ^[A-Za-z0-9/._-]+$ ]] ||
+        die "HPC_LOCAL_CLUSTER_DIR may hold only letters, digits and / . _ - (got '${BASE}')"
     ETC="${BASE}/etc"
     RUN="${BASE}/run"
     LOGS="${BASE}/log"
@@ -127,8 +130,19 @@ ensure_packages() {
     missing="$(missing_packages)"
     [[ -n "${missing}" ]] || return 0
     log "installing missing packages: ${missing//$'\n'/ }"
-    apt-get update >&2
-    DEBIAN_FRONTEND=noninteractive apt-get install -y "${PACKAGES[@]}" >&2
+    # Keep the packages from starting their system-wide daemons (Debian's policy-rc.d
+    # hook); this script runs its own copies.
+    local policy="/usr/sbin/policy-rc.d" made_policy=0 rc=0
+    if [[ ! -e "${policy}" ]]; then
+        printf '#!/bin/sh\nexit 101\n' >"${policy}"
+        chmod 0755 -- "${policy}"
+        made_policy=1
+    fi
+    { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y "${PACKAGES[@]}"; } >&2 || rc=$?
+    if ((made_policy)); then
+        rm -f -- "${policy}"
+    fi
+    ((rc == 0)) || die "apt-get failed (exit ${rc}) while installing ${PACKAGES[*]}"
 }
 
 validate_nodes() {
@@ -161,6 +175,7 @@ live_pid() {
     pid="$(tr -dc '0-9' <"${file}")"
     [[ -n "${pid}" && -r "/proc/${pid}/comm" ]] || return 1
     [[ "$(cat "/proc/${pid}/comm" 2>/dev/null)" == "${comm}" ]] || return 1
+    ! pid_gone "${pid}" || return 1
     printf '%s' "${pid}"
 }
 
@@ -219,14 +234,18 @@ stop_daemons() {
 
 # --- folder -------------------------------------------------------------------------
 
-# Deletes the cluster folder, but only if it is one this script made (or is empty).
-wipe_folder() {
-    if [[ -d "${BASE}" ]]; then
-        if [[ ! -e "${BASE}/${MARKER_NAME}" && -n "$(ls -A -- "${BASE}")" ]]; then
-            die "${BASE} exists, is not empty and was not made by this script; refusing to delete it"
-        fi
-        rm -rf -- "${BASE}"
+# Fails unless the cluster folder is missing, empty or one this script made.
+check_folder_is_ours() {
+    [[ -e "${BASE}" ]] || return 0
+    [[ -d "${BASE}" ]] || die "${BASE} exists and is not a folder"
+    if [[ ! -e "${BASE}/${MARKER_NAME}" && -n "$(ls -A -- "${BASE}")" ]]; then
+        die "${BASE} is not empty and was not made by this script; refusing to use or delete it (set HPC_LOCAL_CLUSTER_DIR)"
     fi
+}
+
+wipe_folder() {
+    check_folder_is_ours
+    rm -rf -- "${BASE}"
 }
 
 make_folders() {
@@ -239,6 +258,15 @@ make_folders() {
         mkdir -p -- "${BASE}/spool/slurmd-${node}" "${BASE}/gres/${node}" \
             "${BASE}/localscratch/${node}" "${BASE}/localscratch_lab/${node}"
         chmod 1777 -- "${BASE}/localscratch_lab/${node}"
+    done
+}
+
+# munged and mariadbd run as users munge and mysql: they must reach their folders.
+check_service_users_reach_folder() {
+    local user
+    for user in munge mysql; do
+        runuser -u "${user}" -- test -x "${BASE}" ||
+            die "user ${user} cannot enter ${BASE}; choose a folder all users can reach (HPC_LOCAL_CLUSTER_DIR)"
     done
 }
 
@@ -383,8 +411,9 @@ db_options() {
         --innodb-log-file-size=8M --innodb-buffer-pool-size=32M --innodb-lock-wait-timeout=900
 }
 
+# Runs SQL $1 as MariaDB's root (over the socket; the SQL goes through stdin, not argv).
 db_query() {
-    mariadb --no-defaults --socket="${DB_SOCKET}" -u root -e "$1"
+    mariadb --no-defaults --socket="${DB_SOCKET}" -u root <<<"$1"
 }
 
 start_mariadb() {
@@ -482,15 +511,41 @@ print_env() {
 cancel_all_jobs() {
     local jobs
     live_pid "${CTLD_PID}" slurmctld >/dev/null || return 0
-    jobs="$(squeue -h -o '%A' 2>/dev/null || true)"
+    jobs="$(timeout 10 squeue -h -o '%A' 2>/dev/null || true)"
     [[ -n "${jobs}" ]] || return 0
     log "cancelling jobs: ${jobs//$'\n'/ }"
     # shellcheck disable=SC2086 # one job id per word
-    scancel ${jobs} 2>/dev/null || true
+    timeout 10 scancel ${jobs} 2>/dev/null || true
     wait_until "${STOP_TIMEOUT_S}" queue_empty || log "jobs still listed after ${STOP_TIMEOUT_S} s; stopping anyway"
 }
 
-queue_empty() { [[ -z "$(squeue -h -o '%A' 2>/dev/null)" ]]; }
+queue_empty() { [[ -z "$(timeout 10 squeue -h -o '%A' 2>/dev/null)" ]]; }
+
+# Prints pid $1 and the pids of all its descendants.
+process_tree() {
+    local child
+    printf '%s\n' "$1"
+    for child in $(pgrep -P "$1" || true); do
+        process_tree "${child}"
+    done
+}
+
+# Step daemons outlive slurmd. Those of this cluster run in its log folder (slurmd's
+# working directory); kill any left after the jobs were cancelled, with the job
+# processes under them, by pid.
+kill_stray_stepds() {
+    local proc pids=()
+    for proc in /proc/[0-9]*; do
+        [[ "$(cat "${proc}/comm" 2>/dev/null)" == "slurmstepd" ]] || continue
+        [[ "$(readlink "${proc}/cwd" 2>/dev/null)" == "${LOGS}" ]] || continue
+        mapfile -t -O "${#pids[@]}" pids < <(process_tree "${proc#/proc/}")
+    done
+    ((${#pids[@]} > 0)) || return 0
+    log "killing leftover slurmstepd and job processes: ${pids[*]}"
+    kill -KILL "${pids[@]}" 2>/dev/null || true
+    wait_until 5 all_gone "${pids[@]}" || log "slurmstepd ${pids[*]} did not exit"
+    STOPPED_PIDS+=("${pids[@]}")
+}
 
 cmd_stop() {
     local slurmds=() node_pid
@@ -501,6 +556,7 @@ cmd_stop() {
         fi
     done
     stop_daemons "${slurmds[@]}" "${CTLD_PID}:slurmctld"
+    kill_stray_stepds
     stop_daemons "${DBD_PID}:slurmdbd"
     stop_daemons "${DB_PID}:mariadbd"
     stop_daemons "${MUNGE_PID}:munged"
@@ -508,8 +564,10 @@ cmd_stop() {
     # shows nothing afterwards (without hanging where init never reaps).
     if ((${#STOPPED_PIDS[@]} > 0)); then
         wait_until 3 all_reaped "${STOPPED_PIDS[@]}" || true
+        log "stopped (files kept in ${BASE})"
+    else
+        log "nothing was running in ${BASE}"
     fi
-    log "stopped (files kept in ${BASE})"
 }
 
 cmd_start() {
@@ -524,6 +582,7 @@ cmd_start() {
         log "running with other settings; restarting"
     fi
     NODES="${REQUESTED_NODES}"
+    check_folder_is_ours
     ensure_packages
     if [[ -d "${BASE}" ]]; then
         cmd_stop
@@ -532,6 +591,7 @@ cmd_start() {
     check_ports_free
     wipe_folder
     make_folders
+    check_service_users_reach_folder
     write_settings
     make_fake_gpus
     install_helpers

@@ -113,3 +113,8 @@ golden() {
   [ "$(sbatch_calls)" -eq 0 ]
   scratch_is_empty
 }
+
+@test "golden: 2-node Lightning job with 2 GPUs per node" {
+  golden lightning_2x2 --which-distributed lightning --num-nodes 2 --gpus 2 --cpus 8 \
+    --mem 32G --time 12:00:00 --exp-name ddp --cluster local --nodes-arg num_nodes
+}

@@ -150,3 +150,20 @@ refused() {
     esac
   done
 }
+
+@test "distributed resource mixes are checked" {
+  refused "--cpus 5 cannot be shared evenly by the 2 tasks per node" --which-distributed lightning --gpus 2 --cpus 5
+  refused "--procs-per-node is for CPU jobs" --which-distributed torchrun --gpus 2 --procs-per-node 2
+  refused "--procs-per-node needs a distributed launcher" --procs-per-node 2
+  refused "--nodes-arg and --devices-arg need a distributed launcher" --nodes-arg num_nodes
+  refused "must be your program's option name without dashes" -d lightning --nodes-arg=--num_nodes
+  refused "--sbatch-option 'qos=high' must be one sbatch option" --sbatch-option qos=high
+}
+
+@test "torchrun needs 'python script' lines, which it rewrites" {
+  printf 'bash run.sh\n' >"$PROJECT/experiment_configurations.txt"
+  refused "command 1 is not 'python script.py ...'" -d torchrun -N 2
+  printf 'OMP_NUM_THREADS=2 python -u train.py --x 1\npython -m pkg.train\n' >"$PROJECT/experiment_configurations.txt"
+  run --separate-stderr submitter --dry-run -d torchrun -N 2
+  [ "$status" -eq 0 ]
+}

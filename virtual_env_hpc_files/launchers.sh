@@ -1,0 +1,160 @@
+# shellcheck shell=bash
+# Job-side launchers: how a task's command starts on the allocation. One function per
+# launcher (hpc_launch_NAME), called by hpc_run_command from the project folder with
+# HPC_COMMAND set. Sourced by job_runtime.sh. Each returns the command's exit code.
+
+HPC_TASK_WRAPPER=${BASH_SOURCE[0]%/*}/task_wrapper.sh
+
+# hpc_first_node_addr: NodeAddr of the job's first node as Slurm knows it (node names
+# need not resolve; `hostname` can be the same on several nodes).
+hpc_first_node_addr() {
+  local first info field
+  first=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
+  info=$(scontrol show node -o "$first") || hpc_fail "scontrol show node $first failed"
+  for field in $info; do
+    if [[ $field == NodeAddr=* ]]; then
+      printf '%s\n' "${field#NodeAddr=}"
+      return 0
+    fi
+  done
+  printf '%s\n' "$first"
+}
+
+# hpc_job_port: a port derived from the job id (20000-29999), so two jobs sharing a first
+# node do not collide; moves on while something already listens there. The batch script
+# runs on the first node, so the probe looks at the right machine.
+hpc_job_port() {
+  local base=$((${SLURM_JOB_ID:-0} % 10000)) i port
+  for ((i = 0; i < 100; i++)); do
+    port=$((20000 + (base + i * 101) % 10000))
+    if ! (exec 3<>"/dev/tcp/$MASTER_ADDR/$port") 2>/dev/null; then
+      printf '%s\n' "$port"
+      return 0
+    fi
+  done
+  printf '%s\n' "$((20000 + base))"
+}
+
+# hpc_distributed_env: what every distributed launcher hands to the program.
+hpc_distributed_env() {
+  MASTER_ADDR=$(hpc_first_node_addr)
+  export MASTER_ADDR
+  MASTER_PORT=$(hpc_job_port)
+  export MASTER_PORT
+  # Slurm 22.05+ steps do not inherit --cpus-per-task; srun reads this instead.
+  export SRUN_CPUS_PER_TASK=${SLURM_CPUS_PER_TASK:-$HPC_CPUS_PER_TASK}
+  export HPC_DEVICES_PER_NODE=$HPC_PROCS_PER_NODE
+  if ((HPC_GPUS_PER_NODE > 0)); then
+    export HPC_ACCELERATOR=gpu
+  else
+    export HPC_ACCELERATOR=cpu
+  fi
+  hpc_log "$HPC_LAUNCHER: $HPC_NUM_NODES node(s) x $HPC_PROCS_PER_NODE process(es) ($HPC_ACCELERATOR), MASTER_ADDR=$MASTER_ADDR MASTER_PORT=$MASTER_PORT"
+}
+
+# hpc_append_count_args COMMAND: COMMAND with --NODES_ARG N / --DEVICES_ARG M appended
+# when the user asked for them (--nodes-arg, --devices-arg); otherwise unchanged.
+hpc_with_count_args() {
+  local cmd=$1
+  [[ -z ${HPC_NODES_ARG:-} ]] || cmd+=" --$HPC_NODES_ARG $HPC_NUM_NODES"
+  [[ -z ${HPC_DEVICES_ARG:-} ]] || cmd+=" --$HPC_DEVICES_ARG $HPC_PROCS_PER_NODE"
+  printf '%s' "$cmd"
+}
+
+# hpc_srun_tasks TASKS_PER_NODE MODE COMMAND: one srun step over every node; a task that
+# fails kills the step (--kill-on-bad-exit), so the job ends at once with its code and
+# srun's message names the node and task.
+hpc_srun_tasks() {
+  local per_node=$1 mode=$2 cmd=$3 rc=0
+  srun --kill-on-bad-exit=1 --nodes="$HPC_NUM_NODES" --ntasks-per-node="$per_node" \
+    bash "$HPC_TASK_WRAPPER" "$mode" "$cmd" </dev/null &
+  HPC_CHILD_PID=$!
+  hpc_wait_child "$HPC_CHILD_PID" || rc=$?
+  ((rc == 0)) || hpc_log "srun step ended with exit code $rc (srun's lines above name the node and task that failed)"
+  return "$rc"
+}
+
+# lightning: one task per GPU (one per node on CPU); Lightning's SLURMEnvironment reads
+# the ranks from srun. The command is not rewritten.
+hpc_launch_lightning() {
+  hpc_distributed_env
+  hpc_srun_tasks "$HPC_TASKS_PER_NODE" plain "$(hpc_with_count_args "$HPC_COMMAND")"
+}
+
+# script: every task runs the command with torch.distributed's variables set.
+hpc_launch_script() {
+  hpc_distributed_env
+  hpc_srun_tasks "$HPC_TASKS_PER_NODE" ranks "$(hpc_with_count_args "$HPC_COMMAND")"
+}
+
+# hpc_torchrun_command: the laptop line "python [-u] [-m] script args" as a torchrun line.
+hpc_torchrun_command() {
+  local line=$HPC_COMMAND env_prefix="" rest opts
+  local re='^[[:space:]]*(([A-Za-z_][A-Za-z0-9_]*=[^[:space:]]*[[:space:]]+)*)([^[:space:]]*/)?python[0-9.]*[[:space:]]+(-u[[:space:]]+)?(.*)$'
+  [[ $line =~ $re ]] || hpc_fail "the torchrun launcher runs 'python script.py args' lines; this one is not: $line"
+  env_prefix=${BASH_REMATCH[1]} rest=${BASH_REMATCH[5]}
+  [[ -z ${BASH_REMATCH[4]} ]] || env_prefix+="PYTHONUNBUFFERED=1 "
+  if ((HPC_NUM_NODES > 1)); then
+    opts="--nnodes=$HPC_NUM_NODES --nproc-per-node=$HPC_PROCS_PER_NODE --rdzv-backend=c10d"
+    opts+=" --rdzv-endpoint=$MASTER_ADDR:$MASTER_PORT --rdzv-id=hpc-${SLURM_JOB_ID:-0}"
+  else
+    opts="--standalone --nproc-per-node=$HPC_PROCS_PER_NODE"
+  fi
+  printf '%storchrun %s %s' "$env_prefix" "$opts" "$rest"
+}
+
+# torchrun: one task per node running torchrun, c10d rendezvous on the first node.
+hpc_launch_torchrun() {
+  hpc_distributed_env
+  local cmd
+  cmd=$(hpc_torchrun_command) || return 1
+  cmd=$(hpc_with_count_args "$cmd")
+  hpc_log "torchrun command: $cmd"
+  hpc_srun_tasks 1 plain "$cmd"
+}
+
+# dask: a scheduler here (first node), one worker per node (threads = CPUs), then the
+# command once with DASK_SCHEDULER_FILE; scheduler and workers stop when it ends.
+hpc_launch_dask() {
+  hpc_distributed_env
+  command -v dask >/dev/null ||
+    hpc_fail "the dask launcher needs dask.distributed in the venv: pip install 'dask[distributed]'"
+  local dir=$HPC_EXP_DIR/dask file sched_pid workers_pid cmd_pid rc=0
+  file=$dir/scheduler-${SLURM_JOB_ID:-0}.json
+  mkdir -p -- "$dir" && rm -f -- "$file"
+  dask scheduler --scheduler-file "$file" --host "$MASTER_ADDR" --port 0 \
+    --dashboard-address :0 </dev/null >"$dir/scheduler-${SLURM_JOB_ID:-0}.log" 2>&1 &
+  sched_pid=$!
+  # shellcheck disable=SC2016 # expanded by the task's bash, on each node
+  srun --kill-on-bad-exit=1 --nodes="$HPC_NUM_NODES" --ntasks-per-node=1 bash -c \
+    'exec dask worker --scheduler-file "$1" --nthreads "$2" --nworkers 1 --name "$SLURMD_NODENAME" --local-directory "${SLURM_TMPDIR:-/tmp}"' \
+    _ "$file" "$HPC_CPUS_PER_TASK" </dev/null >"$dir/workers-${SLURM_JOB_ID:-0}.log" 2>&1 &
+  workers_pid=$!
+  if ! python -c 'import sys; from distributed import Client
+c = Client(scheduler_file=sys.argv[1], timeout=120); c.wait_for_workers(int(sys.argv[2]), timeout=120); c.close()' \
+    "$file" "$HPC_NUM_NODES" >/dev/null 2>"$dir/connect-${SLURM_JOB_ID:-0}.log"; then
+    kill "$workers_pid" "$sched_pid" 2>/dev/null
+    hpc_fail "the Dask cluster did not come up with $HPC_NUM_NODES workers: see $dir/*-${SLURM_JOB_ID:-0}.log"
+  fi
+  hpc_log "dask: scheduler and $HPC_NUM_NODES worker(s) ready, DASK_SCHEDULER_FILE=$file"
+  DASK_SCHEDULER_FILE=$file bash -c "$(hpc_with_count_args "$HPC_COMMAND")" </dev/null &
+  cmd_pid=$!
+  HPC_CHILD_PID=$cmd_pid
+  # Whichever ends first: the command (normal), or the workers (a node failed). A trapped
+  # signal interrupts wait without a finished pid: wait again.
+  local finished=""
+  while [[ -z $finished ]]; do
+    rc=0
+    wait -n -p finished "$cmd_pid" "$workers_pid" || rc=$?
+  done
+  if [[ $finished == "$workers_pid" ]]; then
+    hpc_log "dask workers ended (exit $rc) before the command: stopping it (see $dir/workers-${SLURM_JOB_ID:-0}.log)"
+    kill "$cmd_pid" 2>/dev/null
+    wait "$cmd_pid" 2>/dev/null
+    ((rc != 0)) || rc=1
+  fi
+  kill "$workers_pid" 2>/dev/null
+  kill "$sched_pid" 2>/dev/null
+  wait "$workers_pid" "$sched_pid" 2>/dev/null
+  return "$rc"
+}

@@ -3,14 +3,17 @@
 # variables (same inputs, same script; no clock, no pid, no files read). --dry-run prints
 # it; submit.sh writes it beside the logs.
 
-# _directive NAME [VALUE]: one "#SBATCH --name=VALUE" line. sbatch strips one pair of
-# double quotes around a value, so values are double-quoted; the characters that could
-# break the line (newline, double quote) never reach here (validate.sh refuses them).
+# _directive NAME [VALUE]: one "#SBATCH --name=VALUE" line. sbatch reads directive lines
+# like a shell would (quotes removed, a backslash escapes the next character, even inside
+# quotes, nothing expanded), so the value is double-quoted with \ and " escaped. Newlines
+# never reach here (validate.sh refuses them).
 _directive() {
   if (($# == 1)); then
     printf '#SBATCH --%s\n' "$1"
   else
-    printf '#SBATCH --%s="%s"\n' "$1" "$2"
+    local value=${2//\\/\\\\}
+    value=${value//\"/\\\"}
+    printf '#SBATCH --%s="%s"\n' "$1" "$value"
   fi
 }
 

@@ -19,10 +19,13 @@ SCRIPT_DIR="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)"
 readonly SCRIPT_DIR
 readonly CLUSTER_NAME="hpclocal"
 readonly MARKER_NAME=".hpc_local_cluster"
-readonly CTLD_PORT=16817
-readonly DBD_PORT=16819
-readonly DB_PORT=16306
-readonly NODE_PORT_BASE=17000
+# HPC_LOCAL_CLUSTER_PORT_OFFSET moves every port, so that a second cluster (another
+# HPC_LOCAL_CLUSTER_DIR) can run beside the first, e.g. with an offset of 100.
+readonly PORT_OFFSET="${HPC_LOCAL_CLUSTER_PORT_OFFSET:-0}"
+readonly CTLD_PORT=$((16817 + PORT_OFFSET))
+readonly DBD_PORT=$((16819 + PORT_OFFSET))
+readonly DB_PORT=$((16306 + PORT_OFFSET))
+readonly NODE_PORT_BASE=$((17000 + PORT_OFFSET))
 readonly CPUS_PER_NODE=4
 readonly MEMORY_PER_NODE=4000
 readonly GPUS_PER_NODE=4
@@ -57,6 +60,7 @@ Options:
 Environment:
   HPC_LOCAL_CLUSTER_DIR     cluster folder (default /tmp/hpc_local_cluster)
   HPC_LOCAL_MAX_ARRAY_SIZE  slurm.conf MaxArraySize for start (default 10001)
+  HPC_LOCAL_CLUSTER_PORT_OFFSET  added to every port (default 0), to run a second cluster
 
 Example:
   eval "\$(bash tests/cluster/local_cluster.sh start --nodes 4)"

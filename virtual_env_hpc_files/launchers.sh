@@ -62,15 +62,28 @@ hpc_with_count_args() {
 }
 
 # hpc_srun_tasks TASKS_PER_NODE MODE COMMAND: one srun step over every node; a task that
-# fails kills the step (--kill-on-bad-exit), so the job ends at once with its code and
-# srun's message names the node and task.
+# fails kills the step (--kill-on-bad-exit), so the job ends at once, with the exit code
+# of the rank that failed first (the others were stopped by a signal).
 hpc_srun_tasks() {
-  local per_node=$1 mode=$2 cmd=$3 rc=0
+  local per_node=$1 mode=$2 cmd=$3 rc=0 first
+  export HPC_RANK_STATUS_DIR=$HPC_EXP_DIR/.hpc_ranks/${SLURM_JOB_ID:-0}
+  rm -rf -- "$HPC_RANK_STATUS_DIR" && mkdir -p -- "$HPC_RANK_STATUS_DIR"
   srun --kill-on-bad-exit=1 --nodes="$HPC_NUM_NODES" --ntasks-per-node="$per_node" \
     bash "$HPC_TASK_WRAPPER" "$mode" "$cmd" </dev/null &
   HPC_CHILD_PID=$!
   hpc_wait_child "$HPC_CHILD_PID" || rc=$?
-  ((rc == 0)) || hpc_log "srun step ended with exit code $rc (srun's lines above name the node and task that failed)"
+  if ((rc != 0)); then
+    first=$(cat -- "$HPC_RANK_STATUS_DIR"/rank_* 2>/dev/null | sort -n | head -n 1)
+    if [[ -n $first ]]; then
+      local when node rank code
+      read -r when node rank code <<<"$first"
+      hpc_log "rank $rank on $node failed first, with exit code $code; the other ranks were stopped (srun exit $rc)"
+      rc=$code
+    else
+      hpc_log "srun step ended with exit code $rc (srun's lines above name the node and task)"
+    fi
+  fi
+  rm -rf -- "$HPC_RANK_STATUS_DIR"
   return "$rc"
 }
 

@@ -3,7 +3,9 @@
 #   task_wrapper.sh plain|ranks COMMAND_LINE
 # "ranks" exports torch.distributed's variables from Slurm's (for hand-written
 # torch.distributed code); "plain" leaves them to the program (Lightning reads Slurm's).
-# Then runs COMMAND_LINE with bash, as on a laptop.
+# Runs COMMAND_LINE with bash, as on a laptop, passes on TERM, INT and USR1, and when the
+# command fails on its own (not stopped by a signal) leaves "time node rank code" in
+# $HPC_RANK_STATUS_DIR, so the job can report the rank that failed first and its code.
 mode=${1:?usage: task_wrapper.sh plain|ranks COMMAND_LINE}
 line=${2:?usage: task_wrapper.sh plain|ranks COMMAND_LINE}
 if [[ $mode == ranks ]]; then
@@ -11,4 +13,20 @@ if [[ $mode == ranks ]]; then
   export NODE_RANK=$SLURM_NODEID GROUP_RANK=$SLURM_NODEID
   export LOCAL_WORLD_SIZE=${HPC_TASKS_PER_NODE:-1}
 fi
-exec bash -c "$line"
+
+signalled=0
+bash -c "$line" </dev/null &
+child=$!
+trap 'signalled=1; kill -s TERM "$child" 2>/dev/null' TERM
+trap 'signalled=1; kill -s INT "$child" 2>/dev/null' INT
+trap 'kill -s USR1 "$child" 2>/dev/null' USR1
+while :; do
+  wait "$child"
+  rc=$?
+  kill -0 "$child" 2>/dev/null || break
+done
+if ((rc != 0 && signalled == 0)) && [[ -n ${HPC_RANK_STATUS_DIR:-} ]]; then
+  printf '%s %s %s %s\n' "$EPOCHREALTIME" "${SLURMD_NODENAME:-?}" "${SLURM_PROCID:-?}" "$rc" \
+    >"$HPC_RANK_STATUS_DIR/rank_${SLURM_PROCID:-0}" 2>/dev/null
+fi
+exit "$rc"

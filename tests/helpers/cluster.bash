@@ -48,13 +48,15 @@ job_states() {
 }
 
 # wait_job ID [TIMEOUT_S]: until the job (every array task) has left the queue and sacct
-# has its final state. Fails on timeout, printing the queue.
+# has its final record. slurmdbd gets the records a few seconds after the queue empties;
+# until then an array is one row and the partition is blank. Fails on timeout.
 wait_job() {
   local id=$1 timeout=${2:-120} start=$SECONDS states
   while ((SECONDS - start < timeout)); do
     if [[ -z $(squeue -h -j "$id" -o %i 2>/dev/null) ]]; then
-      states=$(job_states "$id")
-      if [[ -n $states ]] && ! grep -qE '\|(PENDING|RUNNING|REQUEUED|COMPLETING|CONFIGURING|RESIZING|SUSPENDED)\|' <<<"$states"; then
+      states=$(sacct -X -n -P -j "$id" -o Partition,State 2>/dev/null)
+      if [[ -n $states ]] && ! grep -q '^|' <<<"$states" &&
+        ! grep -qE '\|(PENDING|RUNNING|REQUEUED|COMPLETING|CONFIGURING|RESIZING|SUSPENDED)' <<<"$states"; then
         return 0
       fi
     fi

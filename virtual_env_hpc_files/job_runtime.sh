@@ -32,8 +32,22 @@ hpc_read_task_command() {
   ((found)) || hpc_fail "task $HPC_TASK_INDEX has no line in $HPC_COMMANDS_FILE (it holds $i commands)"
 }
 
+# Functions run when the batch script exits, whatever the reason (features append to it:
+# HPC_EXIT_HOOKS+=(my_cleanup)). They run in order; a failing hook does not stop the rest.
+HPC_EXIT_HOOKS=()
+
+hpc_run_exit_hooks() {
+  local rc=$? hook
+  trap - EXIT
+  for hook in "${HPC_EXIT_HOOKS[@]}"; do
+    "$hook" "$rc" || hpc_log "exit step $hook failed"
+  done
+  exit "$rc"
+}
+
 # hpc_job_begin: the task's identity, folders and command, and a header in the log.
 hpc_job_begin() {
+  trap hpc_run_exit_hooks EXIT
   export HPC_TASK_INDEX=${SLURM_ARRAY_TASK_ID:-0}
   export HPC_NUM_TASKS=${SLURM_ARRAY_TASK_COUNT:-1}
   export HPC_RESTART_COUNT=${SLURM_RESTART_COUNT:-0}

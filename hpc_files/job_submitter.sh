@@ -43,6 +43,10 @@
 # Behaviour:
 #   -C, --cluster PROFILE        cluster profile: a name in hpc_files/clusters/ or a path
 #                                (default: $HPC_CLUSTER, else generic)
+#       --signal-grace SECONDS   warn the job this long before its wall time (SIGUSR1) so it
+#                                can checkpoint before it is requeued (default 120)
+#       --max-restarts N         requeue at most N times (default 10)
+#       --no-requeue             never requeue: the job just ends at its wall time
 #   -n, --dry-run                print the batch script, the commands and the sbatch
 #                                command line; write and submit nothing
 #   -y, --yes                    do not ask before submitting large arrays

@@ -5,6 +5,8 @@
 
 # shellcheck source=virtual_env_hpc_files/launchers.sh
 source "${BASH_SOURCE[0]%/*}/launchers.sh"
+# shellcheck source=virtual_env_hpc_files/requeue.sh
+source "${BASH_SOURCE[0]%/*}/requeue.sh"
 
 # hpc_log MESSAGE...: one line in the job's log, tagged with the node.
 hpc_log() {
@@ -37,17 +39,25 @@ hpc_read_task_command() {
 HPC_EXIT_HOOKS=()
 
 hpc_run_exit_hooks() {
-  local rc=$? hook
+  local rc=$?
   trap - EXIT
-  for hook in "${HPC_EXIT_HOOKS[@]}"; do
-    "$hook" "$rc" || hpc_log "exit step $hook failed"
-  done
+  hpc_run_exit_hooks_now "$rc"
   exit "$rc"
+}
+
+# hpc_run_exit_hooks_now RC: run the hooks now (before a requeue) and only once.
+hpc_run_exit_hooks_now() {
+  local hook hooks=("${HPC_EXIT_HOOKS[@]}")
+  HPC_EXIT_HOOKS=()
+  for hook in "${hooks[@]}"; do
+    "$hook" "$1" || hpc_log "exit step $hook failed"
+  done
 }
 
 # hpc_job_begin: the task's identity, folders and command, and a header in the log.
 hpc_job_begin() {
   trap hpc_run_exit_hooks EXIT
+  hpc_install_signal_traps
   export HPC_TASK_INDEX=${SLURM_ARRAY_TASK_ID:-0}
   export HPC_NUM_TASKS=${SLURM_ARRAY_TASK_COUNT:-1}
   export HPC_RESTART_COUNT=${SLURM_RESTART_COUNT:-0}
@@ -112,8 +122,7 @@ hpc_wait_child() {
 
 # hpc_launch_none: the command once, on this node, as bash would run it on a laptop.
 hpc_launch_none() {
-  bash -c "$HPC_COMMAND" </dev/null &
-  HPC_CHILD_PID=$!
+  hpc_spawn_command "$HPC_COMMAND"
   hpc_wait_child "$HPC_CHILD_PID"
 }
 
@@ -123,16 +132,11 @@ hpc_run_command() {
   local rc=0 started=$SECONDS
   cd -- "$source_dir" || hpc_fail "project folder $source_dir is not reachable from this node"
   declare -F "hpc_launch_$HPC_LAUNCHER" >/dev/null || hpc_fail "unknown launcher '$HPC_LAUNCHER'"
-  trap 'hpc_forward_signal TERM' TERM
-  trap 'hpc_forward_signal INT' INT
-  "hpc_launch_$HPC_LAUNCHER" || rc=$?
-  trap - TERM INT
-  hpc_log "command ended with exit code $rc after $((SECONDS - started)) s"
-  return "$rc"
-}
-
-# hpc_forward_signal SIG: pass a signal the batch shell received on to the command.
-hpc_forward_signal() {
-  hpc_log "received SIG$1: passing it to the command"
-  [[ -z ${HPC_CHILD_PID:-} ]] || kill -s "$1" "$HPC_CHILD_PID" 2>/dev/null || true
+  if [[ -z $HPC_SIGNALLED ]]; then
+    "hpc_launch_$HPC_LAUNCHER" || rc=$?
+    hpc_log "command ended with exit code $rc after $((SECONDS - started)) s"
+  else
+    hpc_log "not starting the command: the job was signalled ($HPC_SIGNALLED) before it could"
+  fi
+  hpc_after_command "$rc"
 }

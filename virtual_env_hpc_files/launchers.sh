@@ -150,9 +150,9 @@ c = Client(scheduler_file=sys.argv[1], timeout=120); c.wait_for_workers(int(sys.
     hpc_fail "the Dask cluster did not come up with $HPC_NUM_NODES workers: see $dir/*-${SLURM_JOB_ID:-0}.log"
   fi
   hpc_log "dask: scheduler and $HPC_NUM_NODES worker(s) ready, DASK_SCHEDULER_FILE=$file"
-  DASK_SCHEDULER_FILE=$file bash -c "$(hpc_with_count_args "$HPC_COMMAND")" </dev/null &
-  cmd_pid=$!
-  HPC_CHILD_PID=$cmd_pid
+  export DASK_SCHEDULER_FILE=$file
+  hpc_spawn_command "$(hpc_with_count_args "$HPC_COMMAND")"
+  cmd_pid=$HPC_CHILD_PID
   # Whichever ends first: the command (normal), or the workers (a node failed). A trapped
   # signal interrupts wait without a finished pid: wait again.
   local finished=""
@@ -162,7 +162,7 @@ c = Client(scheduler_file=sys.argv[1], timeout=120); c.wait_for_workers(int(sys.
   done
   if [[ $finished == "$workers_pid" ]]; then
     hpc_log "dask workers ended (exit $rc) before the command: stopping it (see $dir/workers-${SLURM_JOB_ID:-0}.log)"
-    kill "$cmd_pid" 2>/dev/null
+    kill -- "-$cmd_pid" 2>/dev/null
     wait "$cmd_pid" 2>/dev/null
     ((rc != 0)) || rc=1
   fi

@@ -3,7 +3,7 @@
 #   task_wrapper.sh plain|ranks COMMAND_LINE
 # "ranks" exports torch.distributed's variables from Slurm's (for hand-written
 # torch.distributed code); "plain" leaves them to the program (Lightning reads Slurm's).
-# Runs COMMAND_LINE with bash, as on a laptop, passes on TERM, INT and USR1, and when the
+# Runs COMMAND_LINE with bash, as on a laptop, passes on TERM and INT, and when the
 # command fails on its own (not stopped by a signal) leaves "time node rank code" in
 # $HPC_RANK_STATUS_DIR, so the job can report the rank that failed first and its code.
 mode=${1:?usage: task_wrapper.sh plain|ranks COMMAND_LINE}
@@ -15,11 +15,14 @@ if [[ $mode == ranks ]]; then
 fi
 
 signalled=0
+# Slurm signals every process of the task (scancel --signal=USR1 for the wall-time
+# warning): SIGUSR1 is ignored here and in the shell below, and reaches the program,
+# which handles it if it checkpoints (a program without a handler ignores it).
+trap '' USR1
 bash -c "$line" </dev/null &
 child=$!
 trap 'signalled=1; kill -s TERM "$child" 2>/dev/null' TERM
 trap 'signalled=1; kill -s INT "$child" 2>/dev/null' INT
-trap 'kill -s USR1 "$child" 2>/dev/null' USR1
 while :; do
   wait "$child"
   rc=$?

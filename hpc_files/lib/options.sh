@@ -18,6 +18,7 @@ hpc_options_reset() {
   OPT_CONFIGS="" OPT_CONTAINER="" OPT_SWEEPID="" OPT_SWEEP_FILE="" OPT_NUM_AGENTS=""
   OPT_CLUSTER="" OPT_MAX_PARALLEL="" OPT_VENV="" OPT_SETUP_VENV=0
   OPT_PROCS_PER_NODE="" OPT_NODES_ARG="" OPT_DEVICES_ARG=""
+  OPT_SIGNAL_GRACE="" OPT_MAX_RESTARTS="" OPT_NO_REQUEUE=0
   OPT_DRY_RUN=0 OPT_YES=0 OPT_HELP=0
   OPT_DATA=() OPT_SBATCH_OPTIONS=()
 }
@@ -36,13 +37,14 @@ hpc_parse_options() {
       value=${opt#*=} opt=${opt%%=*} inline=1
     fi
     case $opt in
-      -h | --help | -n | --dry-run | -y | --yes | --setup-venv)
+      -h | --help | -n | --dry-run | -y | --yes | --setup-venv | --no-requeue)
         ((inline == 0)) || die_usage "option $opt takes no value"
         case $opt in
           -h | --help) OPT_HELP=1 ;;
           -n | --dry-run) OPT_DRY_RUN=1 ;;
           -y | --yes) OPT_YES=1 ;;
           --setup-venv) OPT_SETUP_VENV=1 ;;
+          --no-requeue) OPT_NO_REQUEUE=1 ;;
         esac
         continue
         ;;
@@ -62,7 +64,7 @@ hpc_parse_options() {
         -t | --time | --gpu-type | -e | --exp-name | -N | --num-nodes | --nodes | \
         -d | --which-distributed | -f | --configs | -s | --singularity-container | \
         --wandb-sweepid | --sweep | --num-agents | -C | --cluster | --max-parallel | --venv | \
-        --procs-per-node | --nodes-arg | --devices-arg) ;;
+        --procs-per-node | --nodes-arg | --devices-arg | --signal-grace | --max-restarts) ;;
       --sbatch-option)
         # Its value starts with "--": take the next word whatever it looks like.
         if ((inline == 0)); then
@@ -111,6 +113,8 @@ hpc_parse_options() {
       --procs-per-node) OPT_PROCS_PER_NODE=$value ;;
       --nodes-arg) OPT_NODES_ARG=$value ;;
       --devices-arg) OPT_DEVICES_ARG=$value ;;
+      --signal-grace) OPT_SIGNAL_GRACE=$value ;;
+      --max-restarts) OPT_MAX_RESTARTS=$value ;;
     esac
   done
 }

@@ -70,6 +70,13 @@ hpc_plan_script() {
   [[ -z $array ]] || _directive array "$array"
   _directive output "$log"
   _directive open-mode append
+  # The wall-time warning goes to this batch shell (B:), which passes it on to the program.
+  _directive signal "B:USR1@$J_SIGNAL_GRACE"
+  if [[ $J_REQUEUE == yes ]]; then
+    _directive requeue
+  else
+    _directive no-requeue
+  fi
   local extra
   for extra in "${J_SBATCH_OPTIONS[@]}"; do
     extra=${extra#--}
@@ -101,6 +108,9 @@ EOF
   _export HPC_PROCS_PER_NODE "$J_PROCS_PER_NODE"
   _export HPC_NODES_ARG "$J_NODES_ARG"
   _export HPC_DEVICES_ARG "$J_DEVICES_ARG"
+  _export HPC_SIGNAL_GRACE "$J_SIGNAL_GRACE"
+  _export HPC_MAX_RESTARTS "$J_MAX_RESTARTS"
+  _export HPC_REQUEUE "$J_REQUEUE"
   _export HPC_VENV "$J_VENV"
   _export HPC_MODULES "$J_MODULES"
   _export HPC_PROVIDES_TMPDIR "$J_PROVIDES_TMPDIR"

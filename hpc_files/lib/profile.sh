@@ -7,6 +7,7 @@ hpc_profile_defaults() {
   HPC_DEFAULT_CPUS_PER_TASK=1 HPC_DEFAULT_MEM="" HPC_MAX_GPUS_PER_NODE=8
   HPC_GPU_DIRECTIVE="gres" HPC_MAX_ARRAY_PARALLEL="" HPC_MODULES=""
   HPC_PROVIDES_TMPDIR="no" HPC_LOCAL_SCRATCH="/tmp" HPC_VENV_PATH=""
+  HPC_SIGNAL_GRACE=120 HPC_MAX_RESTARTS=10
 }
 
 # hpc_profile_load NAME_OR_PATH CLUSTERS_DIR: sets HPC_PROFILE_NAME and HPC_PROFILE_FILE too.
@@ -41,5 +42,7 @@ hpc_profile_load() {
     *) die "cluster profile $file: HPC_PROVIDES_TMPDIR must be 'yes' or 'no', not '$HPC_PROVIDES_TMPDIR'" ;;
   esac
   is_uint "$HPC_MAX_GPUS_PER_NODE" || die "cluster profile $file: HPC_MAX_GPUS_PER_NODE must be a whole number"
+  is_posint "$HPC_SIGNAL_GRACE" || die "cluster profile $file: HPC_SIGNAL_GRACE must be a positive number of seconds"
+  is_uint "$HPC_MAX_RESTARTS" || die "cluster profile $file: HPC_MAX_RESTARTS must be a whole number"
   is_posint "$HPC_DEFAULT_CPUS_PER_TASK" || die "cluster profile $file: HPC_DEFAULT_CPUS_PER_TASK must be a positive whole number"
 }

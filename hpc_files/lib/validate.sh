@@ -134,7 +134,30 @@ hpc_settle_job() {
   J_PROVIDES_TMPDIR=$HPC_PROVIDES_TMPDIR
   J_LOCAL_SCRATCH=$HPC_LOCAL_SCRATCH
 
+  hpc_settle_requeue
   hpc_validate_unavailable
+}
+
+# hpc_settle_requeue: the wall-time warning and the restart policy (J_SIGNAL_GRACE,
+# J_MAX_RESTARTS, J_REQUEUE). The warning must leave the job some time to run.
+hpc_settle_requeue() {
+  local name value
+  for name in --signal-grace --max-restarts; do
+    if [[ $name == --signal-grace ]]; then value=$OPT_SIGNAL_GRACE; else value=$OPT_MAX_RESTARTS; fi
+    [[ -z $value ]] || is_uint "$value" || die "$name must be a whole number, not '$value'"
+  done
+  local limit
+  limit=$(slurm_time_seconds "$J_TIME")
+  J_SIGNAL_GRACE=$((10#${OPT_SIGNAL_GRACE:-$HPC_SIGNAL_GRACE}))
+  # The profile's default warning is shortened to half the wall time of short jobs.
+  [[ -n $OPT_SIGNAL_GRACE ]] || ((J_SIGNAL_GRACE <= limit / 2)) || J_SIGNAL_GRACE=$((limit / 2))
+  J_MAX_RESTARTS=$((10#${OPT_MAX_RESTARTS:-$HPC_MAX_RESTARTS}))
+  J_REQUEUE=yes
+  ((OPT_NO_REQUEUE == 0)) || J_REQUEUE=no
+  ((J_SIGNAL_GRACE >= 10)) || die "--signal-grace $J_SIGNAL_GRACE is too short to save a checkpoint: give at least 10 seconds"
+  if ((J_SIGNAL_GRACE >= limit)); then
+    die "--signal-grace $J_SIGNAL_GRACE s is not shorter than --time $J_TIME ($limit s): the warning would come before the job starts; lower --signal-grace or raise --time"
+  fi
 }
 
 # hpc_settle_paths SOURCE_DIR: the project, scratch and venv paths (J_SOURCE_DIR ...).

@@ -1,0 +1,109 @@
+# shellcheck shell=bash
+# Job side of wall time and preemption: the batch shell gets SIGUSR1 --signal-grace
+# seconds before the wall time (#SBATCH --signal=B:USR1@GRACE), passes it on to the
+# program on every node, waits for it to checkpoint and exit, copies results back (the
+# exit hooks), then requeues the job, which resumes from $HPC_CHECKPOINT_DIR.
+# A preemption's SIGTERM is handled the same way; a user's scancel is not requeued.
+# Sourced by job_runtime.sh.
+
+HPC_SIGNALLED=""      # walltime | preempt (a requeue is due) | cancel (stop, no requeue)
+HPC_WATCHDOG_PID=""
+# Seconds kept back from the grace period for copying results and requeueing.
+HPC_REQUEUE_MARGIN=${HPC_REQUEUE_MARGIN:-15}
+# TERM means preemption when Slurm says PREEMPTED (auto), always (yes) or never (no).
+HPC_REQUEUE_ON_TERM=${HPC_REQUEUE_ON_TERM:-auto}
+# Exit code of a job that was warned but may not be requeued again (EX_TEMPFAIL).
+HPC_EXIT_RESTART_LIMIT=75
+
+# hpc_spawn_command LINE: run LINE with bash in the background, in a process group of its
+# own (so a signal reaches the whole command), with SIGUSR1 ignored unless the program
+# installs a handler for it (a shell between us and the program must not die of it).
+# Sets HPC_CHILD_PID.
+hpc_spawn_command() {
+  (
+    trap '' USR1
+    exec setsid bash -c "$1"
+  ) </dev/null &
+  HPC_CHILD_PID=$!
+}
+
+# hpc_signal_program SIG: SIG to the program wherever it runs: its process group here,
+# and every srun step of the job (distributed launchers) through Slurm.
+hpc_signal_program() {
+  local sig=$1
+  if [[ -n ${HPC_CHILD_PID:-} ]]; then
+    kill -s "$sig" -- "-$HPC_CHILD_PID" 2>/dev/null || kill -s "$sig" "$HPC_CHILD_PID" 2>/dev/null
+  fi
+  if [[ $HPC_LAUNCHER != none && -n ${SLURM_JOB_ID:-} ]]; then
+    scancel --signal="$sig" "$SLURM_JOB_ID" 2>/dev/null ||
+      hpc_log "could not pass SIG$sig to the job's steps (scancel --signal failed)"
+  fi
+}
+
+# hpc_on_warning walltime|preempt: ask the program to checkpoint; stop it if it has not
+# exited when the grace period (less the margin) is over.
+hpc_on_warning() {
+  [[ $HPC_SIGNALLED != walltime && $HPC_SIGNALLED != preempt ]] || return 0
+  HPC_SIGNALLED=$1
+  local wait_s=$((HPC_SIGNAL_GRACE - HPC_REQUEUE_MARGIN))
+  ((wait_s >= 5)) || wait_s=5
+  hpc_log "$1 warning: asking the program to checkpoint and exit (SIGUSR1); it has ${wait_s} s"
+  [[ -n ${HPC_CHILD_PID:-} ]] || return 0 # not started yet: it will not be
+  hpc_signal_program USR1
+  (
+    trap - USR1 TERM INT EXIT
+    sleep "$wait_s"
+    hpc_log "the program is still running ${wait_s} s after the warning: stopping it (SIGTERM)"
+    hpc_signal_program TERM
+  ) </dev/null &
+  HPC_WATCHDOG_PID=$!
+}
+
+# hpc_on_term: SIGTERM to the batch shell: a preemption (requeue) or a cancel (stop).
+hpc_on_term() {
+  local state=""
+  [[ -z ${SLURM_JOB_ID:-} ]] || state=$(squeue -h -j "$SLURM_JOB_ID" -o %T 2>/dev/null)
+  if [[ $HPC_REQUEUE_ON_TERM == yes || ($HPC_REQUEUE_ON_TERM == auto && $state == PREEMPTED) ]]; then
+    hpc_on_warning preempt
+    return 0
+  fi
+  [[ -n $HPC_SIGNALLED ]] || HPC_SIGNALLED=cancel
+  hpc_log "received SIGTERM (job ${state:-ending}): stopping the program, no requeue"
+  hpc_signal_program TERM
+}
+
+# hpc_install_signal_traps: from the start of the job, so that a warning during data
+# staging is not lost (bash runs a trap once the foreground command returns).
+hpc_install_signal_traps() {
+  trap 'hpc_on_warning walltime' USR1
+  trap hpc_on_term TERM
+  trap 'hpc_log "received SIGINT: passing it on"; hpc_signal_program INT' INT
+}
+
+# hpc_after_command RC: once the program has ended. Returns the job's exit code, or does
+# not return at all when the job is requeued.
+hpc_after_command() {
+  local rc=$1
+  [[ $HPC_SIGNALLED == walltime || $HPC_SIGNALLED == preempt ]] || return "$rc"
+  [[ -z $HPC_WATCHDOG_PID ]] || kill "$HPC_WATCHDOG_PID" 2>/dev/null
+  if [[ ${HPC_REQUEUE:-yes} != yes ]]; then
+    hpc_log "not requeued (--no-requeue); the program exited with $rc"
+    return "$rc"
+  fi
+  local restarts=${SLURM_RESTART_COUNT:-0}
+  if ((restarts >= HPC_MAX_RESTARTS)); then
+    hpc_log "restart limit reached ($restarts of --max-restarts $HPC_MAX_RESTARTS): not requeued. The checkpoint is in $HPC_CHECKPOINT_DIR; submit again to go on"
+    return "$HPC_EXIT_RESTART_LIMIT"
+  fi
+  hpc_run_exit_hooks_now "$rc"
+  local target=${SLURM_JOB_ID:?}
+  hpc_log "requeueing job $target${SLURM_ARRAY_TASK_ID:+ (array task $SLURM_ARRAY_JOB_ID"_"$SLURM_ARRAY_TASK_ID)}: restart $((restarts + 1)) of at most $HPC_MAX_RESTARTS, resuming from $HPC_CHECKPOINT_DIR"
+  if ! scontrol requeue "$target"; then
+    hpc_log "ERROR: scontrol requeue $target failed: the job ends here; submit again to resume"
+    return 1
+  fi
+  # Slurm kills this shell now; until it does, do nothing more.
+  sleep 300 &
+  wait $!
+  return 0
+}

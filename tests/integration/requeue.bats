@@ -1,0 +1,126 @@
+#!/usr/bin/env bats
+# Wall time and preemption on the real local cluster: the job is warned (SIGUSR1), the
+# program checkpoints, the job requeues itself and resumes; nothing is lost.
+
+load ../helpers/cluster
+
+setup() {
+  integration_setup proj
+  rm -rf "$PROJECT/.venv"
+  ln -s "$REPO_ROOT/.venv" "$PROJECT/.venv" # torch, lightning and hpc_toolkit
+}
+
+# wait_for_line FILE PATTERN [TIMEOUT_S]: until FILE has a line matching PATTERN.
+wait_for_line() {
+  local file=$1 pattern=$2 timeout=${3:-120} start=$SECONDS
+  until [[ -f $file ]] && grep -qE -- "$pattern" "$file"; do
+    ((SECONDS - start < timeout)) || { echo "no '$pattern' in $file after ${timeout}s" >&2; cat "$file" >&2 || true; return 1; }
+    sleep 0.5
+  done
+}
+
+# attempts ID: every attempt of the job in sacct, "state|exit" one per line, oldest first.
+attempts() {
+  sacct --duplicates -X -n -P -j "$1" -o State,ExitCode
+}
+
+# steps_lost DIR: steps that had to be done twice across requeues (from progress.log).
+steps_lost() {
+  python3 - "$1/progress.log" <<'PY'
+import sys
+seen, lost = set(), 0
+for line in open(sys.argv[1]):
+    _, step = line.split()
+    lost += step in seen
+    seen.add(step)
+print(lost)
+PY
+}
+
+@test "(a) a warned job checkpoints, requeues and resumes to the right total; both attempts logged" {
+  printf 'python examples/requeue_train.py --steps 40 --step-sleep 0.25\n' >"$PROJECT/experiment_configurations.txt"
+  submit --exp-name rq --time 10
+  local log ck=$SCRATCH/proj/rq/checkpoints
+  log=$(job_log "$JOB_ID" rq)
+  wait_for_line "$ck/progress.log" '^1 8$' 120
+  scancel --batch --signal=USR1 "$JOB_ID"
+  wait_for_line "$log" 'attempt 2 starts at step' 120
+  wait_job "$JOB_ID" 180
+  cat "$log"
+  [ "$(attempts "$JOB_ID")" = $'REQUEUED|0:0\nCOMPLETED|0:0' ]
+  [ "$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["step"], d["attempts"])' "$ck/done.json")" = "40 2" ]
+  grep -q 'attempt 1, nodes' "$log"
+  grep -q 'attempt 2, nodes' "$log"
+  grep -q 'walltime warning: asking the program to checkpoint' "$log"
+  grep -q 'requeueing job' "$log"
+  [ "$(steps_lost "$ck")" -le 1 ]
+}
+
+@test "(b) a real 1-minute wall time: warned, requeued and finished with no manual signal" {
+  printf 'python examples/requeue_train.py --steps 100 --step-sleep 0.4\n' >"$PROJECT/experiment_configurations.txt"
+  submit --exp-name wall --time 1 --signal-grace 40
+  wait_job "$JOB_ID" 420
+  local log ck=$SCRATCH/proj/wall/checkpoints
+  log=$(job_log "$JOB_ID" wall)
+  cat "$log"
+  [ "$(attempts "$JOB_ID" | tail -1)" = "COMPLETED|0:0" ]
+  attempts "$JOB_ID" | grep -q '^REQUEUED'
+  [ "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["step"])' "$ck/done.json")" = 100 ]
+  [ "$(steps_lost "$ck")" -le 1 ]
+  ! grep -q 'TIMEOUT' <<<"$(attempts "$JOB_ID")"
+}
+
+@test "(c) 2-node Lightning DDP requeues and resumes with the SlurmRequeue callback" {
+  printf 'python examples/lightning_ddp.py --max-steps 80 --step-sleep 0.15\n' >"$PROJECT/experiment_configurations.txt"
+  submit --exp-name lrq --which-distributed lightning --num-nodes 2 --time 10
+  local log ck=$SCRATCH/proj/lrq/checkpoints
+  log=$(job_log "$JOB_ID" lrq)
+  wait_for_line "$log" '\[train\] step 20' 240
+  scancel --batch --signal=USR1 "$JOB_ID"
+  wait_for_line "$log" 'resuming from' 180
+  wait_job "$JOB_ID" 300
+  cat "$log"
+  [ "$(attempts "$JOB_ID")" = $'REQUEUED|0:0\nCOMPLETED|0:0' ]
+  ls "$ck"/hpc_ckpt_1.ckpt
+  local r
+  for r in 0 1; do
+    [ "$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["global_step"], d["restart_count"])' "$ck/lightning_rank_$r.json")" = "80 1" ]
+  done
+  grep -q "checkpoint at step" "$log"
+}
+
+@test "(d) the restart limit is honoured: no requeue past --max-restarts" {
+  printf 'python examples/requeue_train.py --steps 200 --step-sleep 0.25\n' >"$PROJECT/experiment_configurations.txt"
+  submit --exp-name lim --time 10 --max-restarts 1
+  local log ck=$SCRATCH/proj/lim/checkpoints
+  log=$(job_log "$JOB_ID" lim)
+  wait_for_line "$ck/progress.log" '^1 4$' 120
+  scancel --batch --signal=USR1 "$JOB_ID"
+  wait_for_line "$ck/progress.log" '^2 ' 120
+  scancel --batch --signal=USR1 "$JOB_ID"
+  wait_job "$JOB_ID" 120
+  cat "$log"
+  [ "$(attempts "$JOB_ID")" = $'REQUEUED|0:0\nFAILED|75:0' ]
+  grep -q 'restart limit reached' "$log"
+  [ -f "$ck/state.json" ]
+}
+
+@test "(e) a program that fails on its own is not requeued: FAILED with its code" {
+  printf 'python examples/requeue_train.py --steps 20 --step-sleep 0.05 --fail-at 3\n' >"$PROJECT/experiment_configurations.txt"
+  submit --exp-name fail --time 10
+  wait_job "$JOB_ID" 120
+  [ "$(attempts "$JOB_ID")" = "FAILED|3:0" ]
+  ! grep -q 'requeueing' "$(job_log "$JOB_ID" fail)"
+}
+
+@test "a user's scancel stops the job without a requeue" {
+  printf 'python examples/requeue_train.py --steps 400 --step-sleep 0.25\n' >"$PROJECT/experiment_configurations.txt"
+  submit --exp-name cancel --time 10
+  wait_for_line "$SCRATCH/proj/cancel/checkpoints/progress.log" '^1 3$' 120
+  scancel "$JOB_ID"
+  wait_job "$JOB_ID" 60
+  run attempts "$JOB_ID"
+  [ "${#lines[@]}" -eq 1 ]
+  [[ ${lines[0]} == "CANCELLED"* ]]
+  ! grep -q 'requeueing' "$(job_log "$JOB_ID" cancel)"
+}

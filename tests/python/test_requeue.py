@@ -1,0 +1,105 @@
+"""The requeue protocol helpers and the SlurmRequeue Lightning callback."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from hpc_toolkit.requeue import (
+    RequeueSignal,
+    checkpoint_dir,
+    latest_checkpoint,
+    restart_count,
+    save_atomic,
+)
+
+
+def test_signal_sets_the_flag_only_when_received() -> None:
+    stop = RequeueSignal()
+    try:
+        assert not stop and not stop.requested
+        os.kill(os.getpid(), signal.SIGUSR1)
+        assert stop and stop.requested
+        assert stop.received == signal.SIGUSR1
+    finally:
+        stop.uninstall()
+
+
+def test_uninstall_restores_the_previous_handlers() -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    stop = RequeueSignal()
+    assert signal.getsignal(signal.SIGTERM) != before
+    stop.uninstall()
+    assert signal.getsignal(signal.SIGTERM) == before
+
+
+def test_checkpoint_dir_is_the_jobs_or_a_local_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert checkpoint_dir() == Path("checkpoints") and Path("checkpoints").is_dir()
+    monkeypatch.setenv("HPC_CHECKPOINT_DIR", str(tmp_path / "job" / "checkpoints"))
+    assert checkpoint_dir() == tmp_path / "job" / "checkpoints"
+    assert checkpoint_dir().is_dir()
+
+
+def test_restart_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert restart_count() == 0
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "2")
+    assert restart_count() == 2
+    monkeypatch.setenv("HPC_RESTART_COUNT", "3")
+    assert restart_count() == 3
+
+
+def test_latest_checkpoint_and_atomic_save(tmp_path: Path) -> None:
+    assert latest_checkpoint(directory=tmp_path) is None
+    save_atomic(tmp_path / "a.pt", b"1")
+    save_atomic(tmp_path / "b.pt", b"22")
+    os.utime(tmp_path / "a.pt", ns=(1, 1))
+    (tmp_path / "c.pt.tmp").write_bytes(b"partial")
+    assert latest_checkpoint("*.pt*", tmp_path) == tmp_path / "b.pt"
+    assert (tmp_path / "b.pt").read_bytes() == b"22"
+    assert not list(tmp_path.glob("b.pt.tmp"))
+
+
+def test_lightning_callback_checkpoints_at_a_batch_end_and_resumes(tmp_path: Path) -> None:
+    import lightning  # the test venv has it (tests/setup/requirements.txt)
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from hpc_toolkit.lightning_requeue import SlurmRequeue
+
+    class Model(lightning.LightningModule):  # type: ignore[misc, name-defined]
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(2, 1)
+
+        def training_step(self, batch: list[torch.Tensor], batch_idx: int) -> torch.Tensor:
+            if self.global_step == 5:
+                os.kill(os.getpid(), signal.SIGUSR1)  # the wall-time warning, mid-epoch
+            x, y = batch
+            return torch.nn.functional.mse_loss(self.layer(x), y)
+
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    data = DataLoader(TensorDataset(torch.randn(64, 2), torch.randn(64, 1)), batch_size=4)
+
+    def trainer(cb: SlurmRequeue) -> lightning.Trainer:  # type: ignore[name-defined]
+        return lightning.Trainer(accelerator="cpu", max_steps=12, default_root_dir=tmp_path,
+                                 callbacks=[cb], logger=False, enable_progress_bar=False,
+                                 enable_checkpointing=False, enable_model_summary=False)
+
+    first = SlurmRequeue(dirpath=tmp_path)
+    t1 = trainer(first)
+    t1.fit(Model(), data)
+    assert first.saved_path == tmp_path / "hpc_ckpt_1.ckpt" and first.saved_path.is_file()
+    assert t1.global_step == 6  # stopped right after the signalled step, nothing beyond
+    assert SlurmRequeue.resume_path(tmp_path) == str(tmp_path / "hpc_ckpt_1.ckpt")
+
+    second = SlurmRequeue(dirpath=tmp_path)
+    t2 = trainer(second)
+    t2.fit(Model(), data, ckpt_path=SlurmRequeue.resume_path(tmp_path))
+    assert t2.global_step == 12
+    assert second.saved_path is None

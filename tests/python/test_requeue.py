@@ -36,7 +36,9 @@ def test_uninstall_restores_the_previous_handlers() -> None:
     assert signal.getsignal(signal.SIGTERM) == before
 
 
-def test_checkpoint_dir_is_the_jobs_or_a_local_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_checkpoint_dir_is_the_jobs_or_a_local_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     assert checkpoint_dir() == Path("checkpoints") and Path("checkpoints").is_dir()
     monkeypatch.setenv("HPC_CHECKPOINT_DIR", str(tmp_path / "job" / "checkpoints"))

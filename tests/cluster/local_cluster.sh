@@ -336,6 +336,7 @@ SchedulerParameters=bf_interval=1,sched_interval=1,sched_min_interval=0
 KillWait=5
 OverTimeLimit=0
 MinJobAge=300
+MaxJobCount=100000
 MaxArraySize=${MAX_ARRAY_SIZE}
 ReturnToService=2
 PrologFlags=Alloc

@@ -1,0 +1,39 @@
+# shellcheck shell=bash
+# Shared by the benchmarks: a throw-away project on the running local cluster, clocks and
+# medians. Benchmarks print figures; they assert nothing about time (machines are noisy).
+
+BENCH_ROOT=$(cd -- "${BASH_SOURCE[0]%/*}/../.." && pwd -P)
+
+# bench_setup NAME: cluster env, SCRATCH and a project with the toolkit in BENCH_PROJECT.
+bench_setup() {
+  eval "$(bash "$BENCH_ROOT/tests/cluster/local_cluster.sh" start 2>/dev/null)"
+  BENCH_TMP=$(mktemp -d "/tmp/hpc_bench_$1.XXXXXX")
+  export SCRATCH=$BENCH_TMP/scratch
+  BENCH_PROJECT=$BENCH_TMP/project
+  mkdir -p "$SCRATCH" "$BENCH_PROJECT"
+  bash "$BENCH_ROOT/hpc_files/install_into_project.sh" "$BENCH_PROJECT" >/dev/null
+  cp -R "$BENCH_ROOT/examples" "$BENCH_PROJECT/"
+  ln -s "$BENCH_ROOT/.venv" "$BENCH_PROJECT/.venv"
+  trap 'bench_cleanup' EXIT
+}
+
+bench_cleanup() {
+  scancel -u "$(id -un)" -n hpc_bench 2>/dev/null || true
+  rm -rf -- "$BENCH_TMP"
+}
+
+# now_ms: wall clock in milliseconds (bash builtin, no process).
+now_ms() {
+  local t=${EPOCHREALTIME/./}
+  printf '%s\n' $((t / 1000))
+}
+
+# median NUMBERS...: the median.
+median() {
+  printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {if (NR % 2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'
+}
+
+# ratio A B: A/B with two decimals.
+ratio() {
+  awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}'
+}

@@ -65,7 +65,7 @@ golden() {
   local got
   got=$(grep '^#SBATCH' <<<"$output" | sed 's/=.*//')
   [ "$got" = "$(printf '#SBATCH --%s\n' job-name account partition nodes ntasks-per-node \
-    cpus-per-task gres mem time output open-mode)" ]
+    cpus-per-task gres mem time output open-mode signal requeue)" ]
   ! grep '^#SBATCH --[a-z-]*=[^"]' <<<"$output"
 }
 

@@ -39,7 +39,7 @@ class Regressor(L.LightningModule):
         if self.hparams["step_sleep"]:
             time.sleep(self.hparams["step_sleep"])  # stands in for a real model's step time
         if self.global_rank == 0 and self.global_step % 10 == 0:
-            print(f"[train] step {self.global_step}", flush=True)
+            print(f"[train] step {self.global_step} at {time.time():.3f}", flush=True)
         x, y = batch
         loss = nn.functional.mse_loss(self.net(x), y)
         self.log("train_loss", loss, prog_bar=False)

@@ -142,3 +142,13 @@ CONF
   [ "$(job_state "$JOB_ID")" = COMPLETED ]
   [ "$(field "$SCRATCH/proj/built/checkpoints/built.json" 'd["prefix"]')" = "$PROJECT/.venv" ]
 }
+
+@test "hpc status shows each submission's tasks and states from sacct" {
+  printf '%s\n' 'true' 'exit 4' >"$PROJECT/experiment_configurations.txt"
+  submit --exp-name stat --time 5
+  wait_job "$JOB_ID"
+  run --separate-stderr bash -c 'cd "$1" && "$2" status' _ "$PROJECT" "$REPO_ROOT/.venv/bin/hpc"
+  [ "$status" -eq 0 ]
+  echo "$output"
+  [[ $output == *"$JOB_ID"*"stat"*"COMPLETED 1, FAILED 1"* ]] || [[ $output == *"$JOB_ID"*"stat"*"FAILED 1, COMPLETED 1"* ]]
+}

@@ -27,6 +27,16 @@ hpc_spawn_command() {
   HPC_CHILD_PID=$!
 }
 
+# hpc_job_target: this job's id for scancel/scontrol/squeue. An array task is named
+# ARRAY_TASK: its own SLURM_JOB_ID can be the array's id, which names every task.
+hpc_job_target() {
+  if [[ -n ${SLURM_ARRAY_TASK_ID:-} && -n ${SLURM_ARRAY_JOB_ID:-} ]]; then
+    printf '%s_%s\n' "$SLURM_ARRAY_JOB_ID" "$SLURM_ARRAY_TASK_ID"
+  else
+    printf '%s\n' "${SLURM_JOB_ID:?}"
+  fi
+}
+
 # hpc_signal_program SIG: SIG to the program wherever it runs: its process group here,
 # and every srun step of the job (distributed launchers) through Slurm.
 hpc_signal_program() {
@@ -35,7 +45,7 @@ hpc_signal_program() {
     kill -s "$sig" -- "-$HPC_CHILD_PID" 2>/dev/null || kill -s "$sig" "$HPC_CHILD_PID" 2>/dev/null
   fi
   if [[ $HPC_LAUNCHER != none && -n ${SLURM_JOB_ID:-} ]]; then
-    scancel --signal="$sig" "$SLURM_JOB_ID" 2>/dev/null ||
+    scancel --signal="$sig" "$(hpc_job_target)" 2>/dev/null ||
       hpc_log "could not pass SIG$sig to the job's steps (scancel --signal failed)"
   fi
 }
@@ -62,7 +72,7 @@ hpc_on_warning() {
 # hpc_on_term: SIGTERM to the batch shell: a preemption (requeue) or a cancel (stop).
 hpc_on_term() {
   local state=""
-  [[ -z ${SLURM_JOB_ID:-} ]] || state=$(squeue -h -j "$SLURM_JOB_ID" -o %T 2>/dev/null)
+  [[ -z ${SLURM_JOB_ID:-} ]] || state=$(squeue -h -j "$(hpc_job_target)" -o %T 2>/dev/null)
   if [[ $HPC_REQUEUE_ON_TERM == yes || ($HPC_REQUEUE_ON_TERM == auto && $state == PREEMPTED) ]]; then
     hpc_on_warning preempt
     return 0
@@ -96,8 +106,9 @@ hpc_after_command() {
     return "$HPC_EXIT_RESTART_LIMIT"
   fi
   hpc_run_exit_hooks_now "$rc"
-  local target=${SLURM_JOB_ID:?}
-  hpc_log "requeueing job $target${SLURM_ARRAY_TASK_ID:+ (array task $SLURM_ARRAY_JOB_ID"_"$SLURM_ARRAY_TASK_ID)}: restart $((restarts + 1)) of at most $HPC_MAX_RESTARTS, resuming from $HPC_CHECKPOINT_DIR"
+  local target
+  target=$(hpc_job_target)
+  hpc_log "requeueing job $target: restart $((restarts + 1)) of at most $HPC_MAX_RESTARTS, resuming from $HPC_CHECKPOINT_DIR"
   if ! scontrol requeue "$target"; then
     hpc_log "ERROR: scontrol requeue $target failed: the job ends here; submit again to resume"
     return 1

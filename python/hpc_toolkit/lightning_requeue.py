@@ -75,8 +75,12 @@ class SlurmRequeue(pl.Callback):
         if trainer.is_global_zero:
             print(f"[hpc] checkpoint at step {trainer.global_step}: {path}", flush=True)
             # Under hpc_files the batch script requeues once the program exits.
-            if "HPC_LAUNCHER" not in os.environ and "SLURM_JOB_ID" in os.environ:
-                subprocess.run(["scontrol", "requeue", os.environ["SLURM_JOB_ID"]], check=False)
+            env = os.environ
+            if "HPC_LAUNCHER" not in env and "SLURM_JOB_ID" in env:
+                # An array task is ARRAY_TASK: its own job id can name the whole array.
+                job = (f"{env['SLURM_ARRAY_JOB_ID']}_{env['SLURM_ARRAY_TASK_ID']}"
+                       if "SLURM_ARRAY_TASK_ID" in env else env["SLURM_JOB_ID"])
+                subprocess.run(["scontrol", "requeue", job], check=False)
 
     @staticmethod
     def resume_path(dirpath: str | Path | None = None) -> str | None:

@@ -147,6 +147,7 @@ CONF
   printf '%s\n' 'true' 'exit 4' >"$PROJECT/experiment_configurations.txt"
   submit --exp-name stat --time 5
   wait_job "$JOB_ID"
+  # shellcheck disable=SC2016 # expanded by the inner bash
   run --separate-stderr bash -c 'cd "$1" && "$2" status' _ "$PROJECT" "$REPO_ROOT/.venv/bin/hpc"
   [ "$status" -eq 0 ]
   echo "$output"

@@ -67,7 +67,7 @@ PY
   attempts "$JOB_ID" | grep -q '^REQUEUED'
   [ "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["step"])' "$ck/done.json")" = 100 ]
   [ "$(steps_lost "$ck")" -le 1 ]
-  ! grep -q 'TIMEOUT' <<<"$(attempts "$JOB_ID")"
+  ! grep -q 'TIMEOUT' <<<"$(attempts "$JOB_ID")" || false
 }
 
 @test "(c) 2-node Lightning DDP requeues and resumes with the SlurmRequeue callback" {
@@ -110,7 +110,7 @@ PY
   submit --exp-name fail --time 10
   wait_job "$JOB_ID" 120
   [ "$(attempts "$JOB_ID")" = "FAILED|3:0" ]
-  ! grep -q 'requeueing' "$(job_log "$JOB_ID" fail)"
+  ! grep -q 'requeueing' "$(job_log "$JOB_ID" fail)" || false
 }
 
 @test "a user's scancel stops the job without a requeue" {
@@ -122,5 +122,19 @@ PY
   run attempts "$JOB_ID"
   [ "${#lines[@]}" -eq 1 ]
   [[ ${lines[0]} == "CANCELLED"* ]]
-  ! grep -q 'requeueing' "$(job_log "$JOB_ID" cancel)"
+  ! grep -q 'requeueing' "$(job_log "$JOB_ID" cancel)" || false
+}
+
+@test "in an array, a warned task requeues alone and resumes from its own checkpoint" {
+  printf '%s\n' 'python examples/requeue_train.py --steps 30 --step-sleep 0.2' \
+    'python examples/requeue_train.py --steps 30 --step-sleep 0.2' >"$PROJECT/experiment_configurations.txt"
+  submit --exp-name arq --time 10
+  local ck=$SCRATCH/proj/arq/checkpoints
+  wait_for_line "$ck/task_1/progress.log" '^1 5$' 120
+  scancel --batch --signal=USR1 "${JOB_ID}_1"
+  wait_job "$JOB_ID" 180
+  [ "$(sacct --duplicates -X -n -P -j "${JOB_ID}_1" -o State | tr '\n' ' ')" = "REQUEUED COMPLETED " ]
+  [ "$(sacct --duplicates -X -n -P -j "${JOB_ID}_0" -o State | tr '\n' ' ')" = "COMPLETED " ]
+  [ "$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["step"], d["attempts"])' "$ck/task_1/done.json")" = "30 2" ]
+  [ "$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["step"], d["attempts"])' "$ck/task_0/done.json")" = "30 1" ]
 }

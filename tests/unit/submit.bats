@@ -35,7 +35,7 @@ setup() {
   [ "$status" -eq 0 ]
   [ "${lines[0]}" = "Submitted batch job 4242" ]
   [ "${lines[1]}" = "  log:    $SCRATCH/proj/hpc_outputs/solo-4242.out" ]
-  ! grep -q -- '--array' "$SBATCH_STUB_LOG.script.1"
+  ! grep -q -- '--array' "$SBATCH_STUB_LOG.script.1" || false
 }
 
 @test "the submission is recorded in hpc_outputs/jobs/submissions.tsv" {
@@ -92,6 +92,7 @@ setup() {
 
 @test "a large array with stdin not a terminal never waits for an answer" {
   seq 1 150 | sed 's/^/echo /' >"$PROJECT/experiment_configurations.txt"
+  # shellcheck disable=SC2016 # expanded by the inner bash
   run --separate-stderr timeout 20 bash -c 'cd "$1" && bash hpc_files/job_submitter.sh -e big </dev/null' _ "$PROJECT"
   [ "$status" -eq 0 ]
   grep -qx '#SBATCH --array="0-149"' "$SBATCH_STUB_LOG.script.1"

@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# Summary: the per-node batch job of submit_cleanup.sh: remove this user's leftover
+# per-job folders (hpc_job_<SLURM_JOB_ID>) from this node's local scratch.
+#
+# Usage: sbatch --nodelist=NODE cleanup_node.sh [--dry-run] SCRATCH_TEMPLATE
+#
+# SCRATCH_TEMPLATE is the profile's HPC_LOCAL_SCRATCH (%n = this node, %u = this user).
+# A folder goes only when all of these hold: its name is exactly hpc_job_<job id>; no job
+# of this user with that id is in the queue (in any state, on any node); it is owned by
+# this user's uid, and so is everything inside it; it lies on the same filesystem as the
+# scratch folder. Links are removed as links, never followed. --dry-run removes nothing.
+# The report (what went, what stayed, bytes freed) goes to stdout in one locked write,
+# so that the reports of all nodes land whole in the one log their jobs share.
+# Self-contained on purpose: sbatch runs a copy of this file from the node's spool folder.
+set -euo pipefail
+
+PROG=cleanup_node.sh
+
+die() {
+  printf '%s: %s\n' "$PROG" "$*" >&2
+  exit 1
+}
+
+# expand_template TEMPLATE NODE USER: the scratch path on this node.
+expand_template() {
+  local path=$1
+  path=${path//%n/$2}
+  path=${path//%u/$3}
+  printf '%s\n' "$path"
+}
+
+# check_root PATH: an absolute path with no . or .. part and not / itself.
+check_root() {
+  local path=$1
+  [[ $path == /* ]] || die "local scratch '$path' is not an absolute path: fix HPC_LOCAL_SCRATCH in the cluster profile"
+  [[ /$path/ != */../* && /$path/ != */./* ]] || die "local scratch '$path' holds a . or .. part: fix HPC_LOCAL_SCRATCH in the cluster profile"
+  [[ ${path//\//} != "" ]] || die "local scratch is '/': fix HPC_LOCAL_SCRATCH in the cluster profile"
+}
+
+# queued_ids_to ARRAY USER: every job id of USER still in the queue (%A is an array task's
+# own SLURM_JOB_ID, and the array's id for its tasks not yet started). Dies when squeue
+# fails or does not list this very job, so that a broken queue query removes nothing.
+queued_ids_to() {
+  local -n _ids=$1
+  local out id
+  out=$(squeue -h -u "$2" -o '%A') || die "squeue failed: nothing removed (is slurmctld reachable from this node?)"
+  for id in $out; do
+    [[ $id =~ ^[0-9]+$ ]] || die "squeue printed '$id' where a job id belongs: nothing removed"
+    _ids["$id"]=1
+  done
+  if [[ -n ${SLURM_JOB_ID:-} && -z ${_ids[$SLURM_JOB_ID]:-} ]]; then
+    die "squeue did not list this cleanup job ($SLURM_JOB_ID) itself: the queue cannot be trusted, nothing removed"
+  fi
+}
+
+# note LINE: one line of the report.
+note() { REPORT+=("$1"); }
+
+# clean_entry PATH ID: remove (or, dry, list) one candidate, or say why it stays.
+clean_entry() {
+  local entry=$1 id=$2 info uid dev type bytes foreign err
+  if [[ -n ${QUEUED[$id]:-} ]]; then
+    note "kept $entry: job $id is still in the queue"
+    return
+  fi
+  info=$(stat -c '%u %d %F' -- "$entry") || { note "failed $entry: cannot read its owner"; FAILED=$((FAILED + 1)); return; }
+  read -r uid dev type <<<"$info"
+  # Another user's entry is not ours to judge, nor to name in our log.
+  if ((uid != MY_UID)); then
+    OTHERS=$((OTHERS + 1))
+    return
+  fi
+  if [[ $dev != "$ROOT_DEV" ]]; then
+    note "kept $entry: it is on another filesystem than $ROOT"
+    return
+  fi
+  case $type in
+    'symbolic link') bytes=0 ;;
+    directory)
+      # Even root removes only what this uid owns: a folder holding anything else stays whole.
+      foreign=$(find "$entry" -xdev ! -uid "$MY_UID" -print -quit 2>/dev/null) || foreign="(unreadable)"
+      if [[ -n $foreign ]]; then
+        note "kept $entry: it holds files of other users or that cannot be read ($foreign)"
+        return
+      fi
+      bytes=$(du -sxB1 -- "$entry" 2>/dev/null | cut -f1) || bytes=0
+      [[ $bytes =~ ^[0-9]+$ ]] || bytes=0
+      ;;
+    *)
+      note "kept $entry: not a folder ($type)"
+      return
+      ;;
+  esac
+  if ((DRY_RUN)); then
+    note "would remove $entry ($bytes bytes)"
+  elif err=$(rm -rf --one-file-system -- "$entry" 2>&1); then
+    note "removed $entry ($bytes bytes)"
+  else
+    note "failed $entry: ${err%%$'\n'*}"
+    FAILED=$((FAILED + 1))
+    return
+  fi
+  REMOVED=$((REMOVED + 1)) FREED=$((FREED + bytes))
+}
+
+# count N WORD: "1 folder", "2 folders".
+count() {
+  if (($1 == 1)); then printf '1 %s' "$2"; else printf '%d %ss' "$1" "$2"; fi
+}
+
+# print_report: header, lines and summary in one write, under a lock on the shared log.
+print_report() {
+  local text summary
+  if ((DRY_RUN)); then
+    summary="$NODE: dry run: would remove $(count "$REMOVED" "leftover folder"), $FREED bytes; nothing removed"
+  else
+    summary="$NODE: removed $(count "$REMOVED" "leftover folder"), $FREED bytes freed"
+  fi
+  ((OTHERS == 0)) || summary+="; other users' entries left alone: $OTHERS"
+  ((FAILED == 0)) || summary+="; FAILED to remove $(count "$FAILED" folder) (see above)"
+  printf -v text '== %(%Y-%m-%dT%H:%M:%S%z)T %s (job %s, user %s): %s\n' -1 "$NODE" \
+    "${SLURM_JOB_ID:-none}" "$MY_USER" "$ROOT"
+  ((${#REPORT[@]} == 0)) || text+=$(printf '  %s\n' "${REPORT[@]}")$'\n'
+  text+=$summary$'\n'
+  if command -v flock >/dev/null; then
+    flock -x -w 30 1 2>/dev/null || true
+  fi
+  printf '%s' "$text"
+}
+
+main() {
+  local template entry name
+  DRY_RUN=0
+  if [[ ${1:-} == --dry-run ]]; then
+    DRY_RUN=1
+    shift
+  fi
+  (($# == 1)) || die "usage: cleanup_node.sh [--dry-run] SCRATCH_TEMPLATE (it is submitted by submit_cleanup.sh)"
+  template=$1
+  NODE=${SLURMD_NODENAME:-}
+  [[ -n $NODE ]] || die "SLURMD_NODENAME is not set: this runs as a Slurm job, submitted by submit_cleanup.sh"
+  MY_UID=$(id -u)
+  MY_USER=$(id -un)
+  ROOT=$(expand_template "$template" "$NODE" "$MY_USER")
+  check_root "$ROOT"
+  REPORT=() REMOVED=0 FREED=0 OTHERS=0 FAILED=0
+  if [[ ! -d $ROOT ]]; then
+    note "no local scratch folder $ROOT on this node: nothing to do"
+    print_report
+    return 0
+  fi
+  # The scratch folder itself may be a link (the cluster's own set-up); nothing below it is.
+  ROOT=$(cd -P -- "$ROOT" && pwd -P)
+  ROOT_DEV=$(stat -c '%d' -- "$ROOT")
+
+  # List first, then ask the queue: a job that starts after the listing made its folder
+  # after it and is not a candidate; a job listed as a candidate is still in the queue.
+  local candidates=()
+  shopt -s nullglob
+  for entry in "$ROOT"/hpc_job_*; do
+    name=${entry##*/}
+    # Only the toolkit's own spelling: no leading zero, at most 10 digits (Slurm ids are
+    # below 2^32), so that the name is the job id as squeue prints it.
+    [[ $name =~ ^hpc_job_[1-9][0-9]{0,9}$ ]] && candidates+=("$entry")
+  done
+  shopt -u nullglob
+  declare -gA QUEUED=()
+  queued_ids_to QUEUED "$MY_USER"
+  for entry in "${candidates[@]}"; do
+    name=${entry##*/}
+    clean_entry "$entry" "${name#hpc_job_}"
+  done
+  print_report
+  ((FAILED == 0))
+}
+
+[[ ${BASH_SOURCE[0]} != "$0" ]] || main "$@"

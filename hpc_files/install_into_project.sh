@@ -4,9 +4,9 @@
 # Usage: bash hpc_files/install_into_project.sh PROJECT_DIR
 #
 # Copies hpc_files/, virtual_env_hpc_files/, singularity_hpc_files/, plai_cleanups/ and
-# python/ into PROJECT_DIR, replacing an older copy of those folders. Your own files are
-# never overwritten: experiment_configurations.txt and sweeper.yml are written only when
-# the project has none.
+# python/ into PROJECT_DIR (with this README as hpc_files/README.md), replacing an older
+# copy of those folders. Your own files are never overwritten: experiment_configurations.txt
+# and sweeper.yml are written only when the project has none.
 set -euo pipefail
 
 HPC_PROG=install_into_project.sh
@@ -38,6 +38,8 @@ main() {
     rm -rf -- "${target:?}/$folder"
     mv -- "$target/$folder.new" "$target/$folder"
   done
+  # The manual travels with the toolkit: error messages point to its sections.
+  [[ ! -f $root/README.md ]] || cp -- "$root/README.md" "$target/hpc_files/README.md"
   for file in "${TEMPLATES[@]}"; do
     [[ -e $target/$file || ! -f $root/$file ]] || cp -- "$root/$file" "$target/$file"
   done

@@ -32,13 +32,26 @@
 #       --venv PATH|none         project virtual environment (default: <project>/.venv)
 #       --setup-venv             first build the venv from requirements.txt in a job of its
 #                                own; the experiments wait for it (--dependency=afterok)
-#       --data PATH...           stage these paths (relative to $SCRATCH/<project>) to
-#                                node-local disk ($SLURM_TMPDIR)
+#       --data PATH...           stage these files/folders (relative to $SCRATCH/<project>)
+#                                to every node's local disk: same paths under $SLURM_TMPDIR
+#       --results-dir DIR|none   results folder, copied back to $SCRATCH/<project>/<exp>/results
+#                                (default: results, i.e. $SLURM_TMPDIR/results = $HPC_RESULTS_DIR)
+#       --sync-every MINUTES     also copy the results back every MINUTES (e.g. 10, or 0.5)
 #   -s, --singularity-container IMAGE
 #                                run the commands inside this Singularity/Apptainer image
-#       --wandb-sweepid ID       run W&B sweep agents (entity/project/sweep_id) as an array
-#       --num-agents N           number of sweep agents
-#       --sweep FILE             run a W&B sweep file offline (no internet on the nodes)
+#                                (.sif file or sandbox folder; README.md, "Containers")
+#       --container-to-local     copy the image to each node's local disk before the run
+#
+# W&B sweeps (instead of the commands file; README.md, "Sweeps"):
+#       --wandb-sweepid E/P/ID   run `wandb agent` for sweep ENTITY/PROJECT/ID, one per array
+#                                task; submit again to add agents to the same sweep
+#       --num-agents N           how many agents (online), or runs (offline random/bayes)
+#       --runs-per-agent N       runs each agent does, `wandb agent --count N` (default 1)
+#       --agent-stagger SECONDS  agents starting together wait i x SECONDS (default 2)
+#       --agents-per-gpu         one job, one agent per GPU of every node (--gpus, -N)
+#       --sweep FILE             run a W&B sweep file offline: no W&B server needed, task i
+#                                runs point i; upload later with `hpc sweep sync ID`
+#       --resume-sweep ID        run again the points of offline sweep ID that did not finish
 #
 # Behaviour:
 #   -C, --cluster PROFILE        cluster profile: a name in hpc_files/clusters/ or a path
@@ -112,7 +125,7 @@ HPC_TOOLKIT_DIR=${BASH_SOURCE[0]}
 HPC_TOOLKIT_DIR=${HPC_TOOLKIT_DIR%/*}
 # shellcheck source=hpc_files/lib/hpc_lib.sh
 source "$HPC_TOOLKIT_DIR/lib/hpc_lib.sh"
-for _part in options profile validate resources configs plan submit venv; do
+for _part in options profile validate resources configs plan submit venv container staging sweep arrays; do
   # shellcheck source=/dev/null
   source "$HPC_TOOLKIT_DIR/lib/$_part.sh"
 done
@@ -127,9 +140,12 @@ prepare() {
   ((OPT_HELP == 0)) || return 0
   hpc_profile_load "${OPT_CLUSTER:-${HPC_CLUSTER:-generic}}" "$HPC_TOOLKIT_DIR/clusters"
   hpc_settle_job
-  hpc_read_configs "${OPT_CONFIGS:-$source_dir/experiment_configurations.txt}"
+  hpc_sweep_validate # a sweep makes its own commands (hpc_sweep_stage)
+  hpc_sweep_requested || hpc_read_configs "${OPT_CONFIGS:-$source_dir/experiment_configurations.txt}"
   hpc_validate_commands
   hpc_settle_paths "$source_dir"
+  hpc_staging_settle
+  hpc_settle_container
 }
 
 main() {
@@ -145,20 +161,32 @@ main() {
   fi
 
   printf -v stamp '%(%Y%m%d-%H%M%S)T-%s' -1 "$$"
+  ! hpc_sweep_requested || hpc_sweep_stage
   hpc_submission_paths "$stamp"
+  local split=0
+  ! hpc_array_plan || split=1 # several arrays (MaxArraySize), or some lines only
 
   if ((OPT_DRY_RUN)); then
     ((OPT_SETUP_VENV == 0)) || hpc_venv_dry_run
+    ((split == 0)) || hpc_array_dry_run_note
     print_dry_run
     return 0
   fi
 
   hpc_venv_check
   confirm_large_array "${#J_COMMANDS[@]}"
+  hpc_staging_build
   ((OPT_SETUP_VENV == 0)) || hpc_venv_submit_build venv_job
-  script_text=$(hpc_plan_script)
-  hpc_submit "$script_text"$'\n' "$venv_job"
-  print_submitted
+  ! hpc_sweep_requested || hpc_sweep_write # an offline sweep's folder, just before sbatch
+  if ((split)); then
+    hpc_array_submit "$venv_job"
+    hpc_array_print_submitted
+  else
+    script_text=$(hpc_plan_script)
+    hpc_submit "$script_text"$'\n' "$venv_job"
+    print_submitted
+  fi
+  ! hpc_sweep_requested || hpc_sweep_submitted
 }
 
 [[ ${BASH_SOURCE[0]} != "$0" ]] || main "$@"

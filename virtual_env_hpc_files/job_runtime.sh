@@ -7,6 +7,10 @@
 source "${BASH_SOURCE[0]%/*}/launchers.sh"
 # shellcheck source=virtual_env_hpc_files/requeue.sh
 source "${BASH_SOURCE[0]%/*}/requeue.sh"
+# shellcheck source=virtual_env_hpc_files/staging.sh
+source "${BASH_SOURCE[0]%/*}/staging.sh"
+# shellcheck source=singularity_hpc_files/container.sh
+source "${BASH_SOURCE[0]%/*}/../singularity_hpc_files/container.sh"
 
 # hpc_log MESSAGE...: one line in the job's log, tagged with the node.
 hpc_log() {
@@ -36,19 +40,23 @@ hpc_read_task_command() {
 
 # Functions run when the batch script exits, whatever the reason (features append to it:
 # HPC_EXIT_HOOKS+=(my_cleanup)). They run in order; a failing hook does not stop the rest.
+# HPC_LAST_EXIT_HOOKS run after all of them (removing the job's $SLURM_TMPDIR). A hook may
+# set HPC_EXIT_CODE to fail a job that would otherwise succeed.
 HPC_EXIT_HOOKS=()
+HPC_LAST_EXIT_HOOKS=()
 
 hpc_run_exit_hooks() {
   local rc=$?
   trap - EXIT
+  HPC_EXIT_CODE=$rc
   hpc_run_exit_hooks_now "$rc"
-  exit "$rc"
+  exit "$HPC_EXIT_CODE"
 }
 
 # hpc_run_exit_hooks_now RC: run the hooks now (before a requeue) and only once.
 hpc_run_exit_hooks_now() {
-  local hook hooks=("${HPC_EXIT_HOOKS[@]}")
-  HPC_EXIT_HOOKS=()
+  local hook hooks=("${HPC_EXIT_HOOKS[@]}" "${HPC_LAST_EXIT_HOOKS[@]}")
+  HPC_EXIT_HOOKS=() HPC_LAST_EXIT_HOOKS=()
   for hook in "${hooks[@]}"; do
     "$hook" "$1" || hpc_log "exit step $hook failed"
   done
@@ -58,7 +66,8 @@ hpc_run_exit_hooks_now() {
 hpc_job_begin() {
   trap hpc_run_exit_hooks EXIT
   hpc_install_signal_traps
-  export HPC_TASK_INDEX=${SLURM_ARRAY_TASK_ID:-0}
+  # HPC_TASK_OFFSET: this array is one of several (hpc_files/lib/arrays.sh).
+  export HPC_TASK_INDEX=$((${HPC_TASK_OFFSET:-0} + ${SLURM_ARRAY_TASK_ID:-0}))
   export HPC_NUM_TASKS=${SLURM_ARRAY_TASK_COUNT:-1}
   export HPC_RESTART_COUNT=${SLURM_RESTART_COUNT:-0}
   export HPC_EXP_DIR=$scratch_dir/$exp_name

@@ -130,20 +130,22 @@ hpc_launch_torchrun() {
 # command once with DASK_SCHEDULER_FILE; scheduler and workers stop when it ends.
 hpc_launch_dask() {
   hpc_distributed_env
-  command -v dask >/dev/null ||
-    hpc_fail "the dask launcher needs dask.distributed in the venv: pip install 'dask[distributed]'"
+  local ctr # scheduler, workers and command in the container with --singularity-container
+  hpc_container_prefix_to ctr
+  "${ctr[@]}" sh -c 'command -v dask' >/dev/null ||
+    hpc_fail "the dask launcher needs dask.distributed in the venv (or the container image): pip install 'dask[distributed]'"
   local dir=$HPC_EXP_DIR/dask file sched_pid workers_pid cmd_pid rc=0
   file=$dir/scheduler-${SLURM_JOB_ID:-0}.json
   mkdir -p -- "$dir" && rm -f -- "$file"
-  dask scheduler --scheduler-file "$file" --host "$MASTER_ADDR" --port 0 \
+  "${ctr[@]}" dask scheduler --scheduler-file "$file" --host "$MASTER_ADDR" --port 0 \
     --dashboard-address :0 </dev/null >"$dir/scheduler-${SLURM_JOB_ID:-0}.log" 2>&1 &
   sched_pid=$!
-  # shellcheck disable=SC2016 # expanded by the task's bash, on each node
-  srun --kill-on-bad-exit=1 --nodes="$HPC_NUM_NODES" --ntasks-per-node=1 bash -c \
-    'exec dask worker --scheduler-file "$1" --nthreads "$2" --nworkers 1 --name "$SLURMD_NODENAME" --local-directory "${SLURM_TMPDIR:-/tmp}"' \
+  # shellcheck disable=SC2016 # expanded by the task's bash, on each node (its own $SLURM_TMPDIR)
+  srun --kill-on-bad-exit=1 --nodes="$HPC_NUM_NODES" --ntasks-per-node=1 "${ctr[@]}" bash -c \
+    'd=${HPC_TMPDIR_PATTERN//%n/$SLURMD_NODENAME}; exec dask worker --scheduler-file "$1" --nthreads "$2" --nworkers 1 --name "$SLURMD_NODENAME" --local-directory "${d:-${SLURM_TMPDIR:-/tmp}}"' \
     _ "$file" "$HPC_CPUS_PER_TASK" </dev/null >"$dir/workers-${SLURM_JOB_ID:-0}.log" 2>&1 &
   workers_pid=$!
-  if ! python -c 'import sys; from distributed import Client
+  if ! "${ctr[@]}" python -c 'import sys; from distributed import Client
 c = Client(scheduler_file=sys.argv[1], timeout=120); c.wait_for_workers(int(sys.argv[2]), timeout=120); c.close()' \
     "$file" "$HPC_NUM_NODES" >/dev/null 2>"$dir/connect-${SLURM_JOB_ID:-0}.log"; then
     kill "$workers_pid" "$sched_pid" 2>/dev/null

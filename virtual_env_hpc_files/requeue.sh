@@ -20,9 +20,11 @@ HPC_EXIT_RESTART_LIMIT=75
 # installs a handler for it (a shell between us and the program must not die of it).
 # Sets HPC_CHILD_PID.
 hpc_spawn_command() {
+  local ctr # "bash container.sh" with --singularity-container, else nothing
+  hpc_container_prefix_to ctr
   (
     trap '' USR1
-    exec setsid bash -c "$1"
+    exec setsid "${ctr[@]}" bash -c "$1"
   ) </dev/null &
   HPC_CHILD_PID=$!
 }
@@ -80,6 +82,7 @@ hpc_on_term() {
   [[ -n $HPC_SIGNALLED ]] || HPC_SIGNALLED=cancel
   hpc_log "received SIGTERM (job ${state:-ending}): stopping the program, no requeue"
   hpc_signal_program TERM
+  hpc_hooks_before_kill # results copy and cleanup while Slurm still lets us (staging.sh)
 }
 
 # hpc_install_signal_traps: from the start of the job, so that a warning during data

@@ -13,13 +13,18 @@ if [[ $mode == ranks ]]; then
   export NODE_RANK=$SLURM_NODEID GROUP_RANK=$SLURM_NODEID
   export LOCAL_WORLD_SIZE=${HPC_TASKS_PER_NODE:-1}
 fi
+# Where the job makes its own local scratch (staging.sh), this node's folder, not the first's.
+[[ -z ${HPC_TMPDIR_PATTERN:-} ]] || export SLURM_TMPDIR=${HPC_TMPDIR_PATTERN//%n/$SLURMD_NODENAME}
 
 signalled=0
 # Slurm signals every process of the task (scancel --signal=USR1 for the wall-time
 # warning): SIGUSR1 is ignored here and in the shell below, and reaches the program,
 # which handles it if it checkpoints (a program without a handler ignores it).
 trap '' USR1
-bash -c "$line" </dev/null &
+# shellcheck source=singularity_hpc_files/container.sh
+source "${BASH_SOURCE[0]%/*}/../singularity_hpc_files/container.sh"
+hpc_container_prefix_to ctr # "bash container.sh" with --singularity-container, else nothing
+"${ctr[@]}" bash -c "$line" </dev/null &
 child=$!
 trap 'signalled=1; kill -s TERM "$child" 2>/dev/null' TERM
 trap 'signalled=1; kill -s INT "$child" 2>/dev/null' INT

@@ -5,11 +5,6 @@
 # Options whose feature has not landed yet: parsed and validated, then refused.
 # Each entry is "OPTION|VARIABLE|FEATURE". A feature's commit removes its line.
 HPC_UNAVAILABLE_OPTIONS=(
-  "--data|OPT_DATA|data staging"
-  "--wandb-sweepid|OPT_SWEEPID|W&B sweep agents"
-  "--sweep|OPT_SWEEP_FILE|offline sweeps"
-  "--num-agents|OPT_NUM_AGENTS|W&B sweep agents"
-  "--singularity-container|OPT_CONTAINER|Singularity/Apptainer containers"
 )
 
 hpc_options_reset() {
@@ -20,7 +15,10 @@ hpc_options_reset() {
   OPT_PROCS_PER_NODE="" OPT_NODES_ARG="" OPT_DEVICES_ARG=""
   OPT_SIGNAL_GRACE="" OPT_MAX_RESTARTS="" OPT_NO_REQUEUE=0
   OPT_DRY_RUN=0 OPT_YES=0 OPT_HELP=0
+  OPT_CONTAINER_TO_LOCAL=0
+  OPT_RESULTS_DIR="" OPT_SYNC_EVERY=""
   OPT_DATA=() OPT_SBATCH_OPTIONS=()
+  OPT_RUNS_PER_AGENT="" OPT_AGENT_STAGGER="" OPT_RESUME_SWEEP="" OPT_AGENTS_PER_GPU=0
 }
 
 _opt_needs_value() {
@@ -37,7 +35,8 @@ hpc_parse_options() {
       value=${opt#*=} opt=${opt%%=*} inline=1
     fi
     case $opt in
-      -h | --help | -n | --dry-run | -y | --yes | --setup-venv | --no-requeue)
+      -h | --help | -n | --dry-run | -y | --yes | --setup-venv | --no-requeue | --container-to-local | \
+        --agents-per-gpu)
         ((inline == 0)) || die_usage "option $opt takes no value"
         case $opt in
           -h | --help) OPT_HELP=1 ;;
@@ -45,6 +44,8 @@ hpc_parse_options() {
           -y | --yes) OPT_YES=1 ;;
           --setup-venv) OPT_SETUP_VENV=1 ;;
           --no-requeue) OPT_NO_REQUEUE=1 ;;
+          --container-to-local) OPT_CONTAINER_TO_LOCAL=1 ;;
+          --agents-per-gpu) OPT_AGENTS_PER_GPU=1 ;;
         esac
         continue
         ;;
@@ -64,7 +65,8 @@ hpc_parse_options() {
         -t | --time | --gpu-type | -e | --exp-name | -N | --num-nodes | --nodes | \
         -d | --which-distributed | -f | --configs | -s | --singularity-container | \
         --wandb-sweepid | --sweep | --num-agents | -C | --cluster | --max-parallel | --venv | \
-        --procs-per-node | --nodes-arg | --devices-arg | --signal-grace | --max-restarts) ;;
+        --procs-per-node | --nodes-arg | --devices-arg | --signal-grace | --max-restarts | \
+        --results-dir | --sync-every | --runs-per-agent | --agent-stagger | --resume-sweep) ;;
       --sbatch-option)
         # Its value starts with "--": take the next word whatever it looks like.
         if ((inline == 0)); then
@@ -107,12 +109,17 @@ hpc_parse_options() {
       --wandb-sweepid) OPT_SWEEPID=$value ;;
       --sweep) OPT_SWEEP_FILE=$value ;;
       --num-agents) OPT_NUM_AGENTS=$value ;;
+      --runs-per-agent) OPT_RUNS_PER_AGENT=$value ;;
+      --agent-stagger) OPT_AGENT_STAGGER=$value ;;
+      --resume-sweep) OPT_RESUME_SWEEP=$value ;;
       -C | --cluster) OPT_CLUSTER=$value ;;
       --max-parallel) OPT_MAX_PARALLEL=$value ;;
       --venv) OPT_VENV=$value ;;
       --procs-per-node) OPT_PROCS_PER_NODE=$value ;;
       --nodes-arg) OPT_NODES_ARG=$value ;;
       --devices-arg) OPT_DEVICES_ARG=$value ;;
+      --results-dir) OPT_RESULTS_DIR=$value ;;
+      --sync-every) OPT_SYNC_EVERY=$value ;;
       --signal-grace) OPT_SIGNAL_GRACE=$value ;;
       --max-restarts) OPT_MAX_RESTARTS=$value ;;
     esac

@@ -34,13 +34,14 @@ hpc_plan_log_pattern_to() {
   fi
 }
 
-# hpc_plan_array_to VAR: "" for one command, else "0-(n-1)" with the %N cap.
+# hpc_plan_array_to VAR: "" for one command, else "0-(n-1)" (or J_ARRAY_SPEC, one of
+# several arrays: arrays.sh) with the %N cap.
 hpc_plan_array_to() {
   local -n _arr=$1
   _arr=""
   local n=${#J_COMMANDS[@]}
   ((n > 1)) || return 0
-  _arr="0-$((n - 1))"
+  _arr=${J_ARRAY_SPEC:-0-$((n - 1))}
   [[ -z $J_MAX_PARALLEL ]] || _arr+="%$J_MAX_PARALLEL"
 }
 
@@ -98,6 +99,8 @@ EOF
   _export scratch_dir "$J_SCRATCH_DIR"
   _export exp_name "$J_EXP_NAME"
   _export HPC_COMMANDS_FILE "$J_COMMANDS_PATH"
+  # One of several arrays (arrays.sh): its task i runs line HPC_TASK_OFFSET+i+1.
+  ((${J_TASK_OFFSET:-0} == 0)) || _export HPC_TASK_OFFSET "$J_TASK_OFFSET"
   _export HPC_JOB_SCRIPT "$J_SCRIPT_PATH"
   _export HPC_LAUNCHER "$J_LAUNCHER"
   _export HPC_NUM_NODES "$J_NODES"
@@ -115,14 +118,32 @@ EOF
   _export HPC_MODULES "$J_MODULES"
   _export HPC_PROVIDES_TMPDIR "$J_PROVIDES_TMPDIR"
   _export HPC_LOCAL_SCRATCH "$J_LOCAL_SCRATCH"
+  # --data, --results-dir, --sync-every (staging.sh); absent when not used.
+  if [[ -n ${J_DATA_ARCHIVE:-} ]]; then
+    _export HPC_DATA_ARCHIVE "$J_DATA_ARCHIVE"
+    _export HPC_DATA_BYTES "$J_DATA_BYTES"
+  fi
+  [[ ${J_RESULTS_FOLDER:-results} == results ]] || _export HPC_RESULTS_FOLDER "$J_RESULTS_FOLDER"
+  [[ ${J_SYNC_EVERY_S:-0} == 0 ]] || _export HPC_SYNC_EVERY_S "$J_SYNC_EVERY_S"
+  # With a container the image, not a venv, provides Python (singularity_hpc_files/).
+  # shellcheck disable=SC2016 # the script's text
+  local env_step='hpc_activate_venv  # $HPC_VENV; a missing venv fails the job here'
+  if [[ -n ${J_CONTAINER:-} ]]; then
+    _export HPC_CONTAINER "$J_CONTAINER"
+    _export HPC_CONTAINER_TO_LOCAL "$J_CONTAINER_TO_LOCAL"
+    # shellcheck disable=SC2016
+    env_step='hpc_container_prepare  # the runtime and $HPC_CONTAINER; the commands run inside it'
+  fi
   cat <<EOF
 
 # shellcheck source=/dev/null
 source $q_runtime || exit 1
 
 hpc_job_begin      # log header, the job's folders, this task's command
+hpc_prepare_tmpdir # \$SLURM_TMPDIR on every node; \$HPC_RESULTS_DIR, copied back at the end
+hpc_stage_data     # --data: the archive extracted into \$SLURM_TMPDIR, once per node
 hpc_load_modules   # \$HPC_MODULES, when the cluster has modules
-hpc_activate_venv  # \$HPC_VENV; a missing venv fails the job here
+$env_step
 hpc_run_command    # the command, through \$HPC_LAUNCHER, in \$source_dir
 exit "\$?"
 EOF

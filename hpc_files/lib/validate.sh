@@ -80,7 +80,8 @@ hpc_settle_job() {
 
   J_NODES=$((10#${OPT_NODES:-1}))
   J_GPUS=$((10#${OPT_GPUS:-0}))
-  if ((J_NODES > 1)) && [[ $J_LAUNCHER == none ]]; then
+  # (Sweeps judge their own node count: lib/sweep.sh.)
+  if ((J_NODES > 1)) && [[ $J_LAUNCHER == none ]] && ! hpc_sweep_requested; then
     die "--num-nodes $J_NODES needs a distributed launcher to use the other nodes: add --which-distributed lightning|torchrun|script|dask (or use --num-nodes 1)"
   fi
   if ((J_GPUS > HPC_MAX_GPUS_PER_NODE)); then

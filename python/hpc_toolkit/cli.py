@@ -101,3 +101,6 @@ def version() -> None:
 # Command groups from their own modules go here, e.g.:
 #   from hpc_toolkit.sweep import app as sweep_app
 #   app.add_typer(sweep_app, name="sweep")
+from hpc_toolkit.sweep.cli import app as sweep_app  # noqa: E402
+
+app.add_typer(sweep_app, name="sweep")

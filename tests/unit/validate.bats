@@ -144,7 +144,6 @@ refused() {
   for entry in "${HPC_UNAVAILABLE_OPTIONS[@]}"; do
     opt=${entry%%|*}
     case $opt in
-      --data) refused "not available yet" --data datasets ;;
       --num-agents) refused "not available yet" --num-agents 2 ;;
       *) refused "not available yet" "$opt" value ;;
     esac

@@ -1,0 +1,348 @@
+# shellcheck shell=bash
+# --data, submit side: judge the paths to stage (relative to $SCRATCH/<project>), then
+# build or reuse ONE compressed tar archive of them under $SCRATCH/<project>/.hpc_staging/,
+# which the job extracts into $SLURM_TMPDIR on every node (virtual_env_hpc_files/staging.sh).
+# Also settles --results-dir and --sync-every. Without --data nothing here starts a process.
+#
+# Files, per set of staged paths (KEY = 16 hex digits of the sha256 of the sorted paths):
+#   .hpc_staging/KEY.tar.zst|.tar.gz|.tar   the archive (written to a temporary name, then
+#                                          renamed: it is whole or absent)
+#   .hpc_staging/KEY.state                 "MANIFEST_SHA256 ARCHIVE_NAME BYTES ENTRIES SIZE"
+#   .hpc_staging/KEY.lock                  flock(1) lock: one builder at a time
+# The manifest is every staged entry's type, size, modification time (ns), path and link
+# target; the archive is reused while the manifest's hash is the one in KEY.state.
+
+HPC_STAGING_DIRNAME=.hpc_staging
+# Progress of the archive build on a terminal, above this many MiB of data.
+HPC_DATA_PROGRESS_MIB=${HPC_DATA_PROGRESS_MIB:-64}
+
+# human_bytes_to VAR BYTES: "512 B", "8.0 KiB", "1.5 GiB" (bash arithmetic only).
+human_bytes_to() {
+  local -n _h=$1
+  local b=$2 unit=0 units=(B KiB MiB GiB TiB PiB)
+  while ((b >= 1048576 && unit < 4)); do
+    b=$((b / 1024)) unit=$((unit + 1))
+  done
+  if ((b >= 1024)); then
+    b=$((b * 10 / 1024))
+    _h="$((b / 10)).$((b % 10)) ${units[unit + 1]}"
+  elif ((unit == 0)); then
+    _h="$b B"
+  else
+    _h="$b ${units[unit]}"
+  fi
+}
+
+# _hpc_results_settle: --results-dir (J_RESULTS_FOLDER) and --sync-every (J_SYNC_EVERY_S).
+_hpc_results_settle() {
+  J_RESULTS_FOLDER=${OPT_RESULTS_DIR:-results}
+  if [[ $J_RESULTS_FOLDER != none ]]; then
+    has_newline "$J_RESULTS_FOLDER" && die "--results-dir must be one line"
+    [[ /$J_RESULTS_FOLDER/ != */../* ]] ||
+      die "--results-dir '$J_RESULTS_FOLDER' holds '..': give a folder inside \$SLURM_TMPDIR (e.g. results) or an absolute path on the node's local disk"
+    [[ ${J_RESULTS_FOLDER//[\/.]/} != "" ]] ||
+      die "--results-dir '$J_RESULTS_FOLDER' names no folder: give e.g. results, or none to copy nothing back"
+  fi
+  J_SYNC_EVERY_S=0
+  [[ -n $OPT_SYNC_EVERY ]] || return 0
+  [[ $J_RESULTS_FOLDER != none ]] || die "--sync-every needs a results folder: drop --results-dir none"
+  local whole frac
+  [[ $OPT_SYNC_EVERY =~ ^([0-9]*)(\.([0-9]{1,3}))?$ && -n ${OPT_SYNC_EVERY//./} ]] ||
+    die "--sync-every '$OPT_SYNC_EVERY' is not a number of minutes (e.g. 10, or 0.5 for 30 s)"
+  whole=${BASH_REMATCH[1]:-0} frac=${BASH_REMATCH[3]}000
+  J_SYNC_EVERY_S=$((10#$whole * 60 + 10#${frac:0:3} * 60 / 1000))
+  ((J_SYNC_EVERY_S >= 1)) || die "--sync-every '$OPT_SYNC_EVERY' is shorter than a second: give minutes, e.g. 10"
+}
+
+# _hpc_data_normalize_to VAR RAW: RAW as a clean path relative to $J_SCRATCH_DIR, or die.
+_hpc_data_normalize_to() {
+  local -n _rel=$1
+  local raw=$2 path part parts=() out=()
+  [[ -n $raw ]] || die "--data got an empty path: give paths relative to $J_SCRATCH_DIR"
+  has_newline "$raw" &&
+    die "--data: a path holds a newline; stage the folder that contains it instead (names inside staged folders may hold anything)"
+  path=$raw
+  if [[ $path == /* ]]; then
+    local root=$J_SCRATCH_DIR
+    # $SCRATCH may be a link (/scratch/u -> /lustre/scratch/u): accept either spelling.
+    [[ $path == "$root" || $path == "$root"/* ]] || root=$(realpath -m -- "$root")
+    [[ $path == "$root" || $path == "$root"/* ]] ||
+      die "--data '$raw' is outside $J_SCRATCH_DIR: only data there can be staged; copy it there, and give paths relative to that folder (e.g. --data datasets/imagenet)"
+    path=${path#"$root"}
+  fi
+  IFS=/ read -r -a parts <<<"$path"
+  for part in "${parts[@]}"; do
+    case $part in
+      "" | .) ;;
+      ..) die "--data '$raw' holds '..': give paths inside $J_SCRATCH_DIR, relative to it" ;;
+      *) out+=("$part") ;;
+    esac
+  done
+  ((${#out[@]})) || die "--data '$raw' names $J_SCRATCH_DIR itself: give the folders or files inside it to stage"
+  [[ ${out[0]} != "$HPC_STAGING_DIRNAME" && ${out[0]} != hpc_outputs ]] ||
+    die "--data '$raw' is inside the toolkit's own folder ${out[0]}: stage your data, not that"
+  local IFS=/
+  _rel="${out[*]}"
+}
+
+# _hpc_data_check_links FILE WHAT: die when a symlink named in FILE (NUL list of paths)
+# resolves outside $J_SCRATCH_DIR. WHAT says where the links were found.
+_hpc_data_check_links() {
+  local file=$1 what=$2 links=() targets=() i bad=() l r root_real
+  mapfile -d '' links <"$file"
+  ((${#links[@]})) || return 0
+  root_real=$(realpath -e -- "$J_SCRATCH_DIR") || die "cannot resolve $J_SCRATCH_DIR"
+  mapfile -d '' targets < <(realpath -z -m -- "${links[@]}")
+  ((${#targets[@]} == ${#links[@]})) || die "--data: could not resolve the symbolic links of the staged data (realpath failed)"
+  for i in "${!links[@]}"; do
+    [[ ${targets[i]} == "$root_real" || ${targets[i]} == "$root_real"/* ]] && continue
+    printf -v l '%q' "${links[i]#"$J_SCRATCH_DIR"/}"
+    printf -v r '%q' "${targets[i]}"
+    bad+=("$l -> $r")
+  done
+  ((${#bad[@]} == 0)) && return 0
+  local shown more=""
+  printf -v shown '  %s\n' "${bad[@]:0:5}"
+  ((${#bad[@]} <= 5)) || more=$'  ...\n'
+  die "--data: ${#bad[@]} symbolic link(s) $what point outside $J_SCRATCH_DIR, so their data would not be staged:
+$shown${more}Copy that data into $J_SCRATCH_DIR, or remove the links"
+}
+
+# _hpc_data_walk TMPDIR ABSPATHS...: one find(1) walk (the only per-file work of a
+# resubmission): the content manifest goes straight into sha256sum (J_DATA_SHA), the
+# symbolic links into TMPDIR/links.
+_hpc_data_walk() {
+  local t=$1
+  shift
+  J_DATA_SHA=$(find "$@" -printf '%y %s %T@ %p\0%l\0' -type l -fprint0 "$t/links" 2>"$t/errors" |
+    sha256sum) || die "--data: cannot read all of the staged data: $(head -c 2000 "$t/errors")"
+  J_DATA_SHA=${J_DATA_SHA%% *}
+}
+
+# _hpc_data_tally ABSPATHS...: J_DATA_BYTES (space needed when extracted: sizes rounded up
+# to 4 KiB, 4 KiB per folder or link), J_DATA_ENTRIES and J_DATA_SIZE (apparent bytes).
+# A second walk, only for data whose archive must be built.
+_hpc_data_tally() {
+  local special
+  read -r J_DATA_ENTRIES J_DATA_SIZE J_DATA_BYTES special < <(find "$@" -printf '%y %s\n' | awk '
+    { n++; if ($1 == "f") { s += $2; b += int(($2 + 4095) / 4096) * 4096 }
+      else { b += 4096; if ($1 != "d" && $1 != "l") x++ } }
+    END { printf "%d %.0f %.0f %d\n", n, s, b, x }')
+  [[ $special =~ ^[0-9]+$ ]] || die "--data: cannot read all of the staged data (find or awk failed)"
+  ((special == 0)) ||
+    die "--data: $special entries are not files, folders or links (pipes, sockets, devices) and cannot be staged; find them with: find PATH ! -type f ! -type d ! -type l"
+}
+
+# _hpc_data_judge_paths: J_DATA = the --data paths, normalized, without duplicates,
+# sorted (the same paths in any order or spelling make the same manifest and key), each
+# existing and not a link; HPC_DATA_LINKED = those with a link in a middle part.
+_hpc_data_judge_paths() {
+  local raw rel other full part prefix parts=() i
+  HPC_DATA_LINKED=()
+  for raw in "${OPT_DATA[@]}"; do
+    _hpc_data_normalize_to rel "$raw"
+    for other in "${J_DATA[@]}"; do
+      [[ $rel != "$other" ]] || continue 2 # the same path twice: once is enough
+      [[ $rel != "$other"/* ]] || die "--data '$rel' is inside '$other': give only '$other'"
+      [[ $other != "$rel"/* ]] || die "--data '$other' is inside '$rel': give only '$rel'"
+    done
+    for ((i = ${#J_DATA[@]}; i > 0; i--)); do
+      [[ ${J_DATA[i - 1]} > $rel ]] || break
+      J_DATA[i]=${J_DATA[i - 1]}
+    done
+    J_DATA[i]=$rel
+  done
+  for rel in "${J_DATA[@]}"; do
+    full=$J_SCRATCH_DIR/$rel
+    [[ ! -L $full ]] ||
+      die "--data '$rel' is a symbolic link: give the path it points to instead (links inside staged folders are kept as links)"
+    [[ -e $full ]] || die "--data '$rel' not found: $full does not exist (--data paths are relative to $J_SCRATCH_DIR)"
+    prefix=$J_SCRATCH_DIR
+    IFS=/ read -r -a parts <<<"$rel"
+    for part in "${parts[@]}"; do
+      prefix+=/$part
+      if [[ -L $prefix ]]; then
+        HPC_DATA_LINKED+=("$full")
+        break
+      fi
+    done
+  done
+}
+
+# _hpc_data_name_archive: J_DATA_KEY, J_DATA_ARCHIVE and J_DATA_STATE for J_DATA.
+_hpc_data_name_archive() {
+  J_DATA_KEY=$(printf '%s\0' "${J_DATA[@]}" | sha256sum) || die "sha256sum failed"
+  J_DATA_KEY=${J_DATA_KEY:0:16}
+  hpc_data_compressor_to HPC_DATA_COMPRESSOR
+  local ext=tar
+  case $HPC_DATA_COMPRESSOR in
+    zstd) ext=tar.zst ;;
+    pigz) ext=tar.gz ;;
+  esac
+  J_DATA_ARCHIVE=$J_SCRATCH_DIR/$HPC_STAGING_DIRNAME/$J_DATA_KEY.$ext
+  J_DATA_STATE=$J_SCRATCH_DIR/$HPC_STAGING_DIRNAME/$J_DATA_KEY.state
+}
+
+# hpc_staging_settle: judge --data and walk the data once (read-only). Sets J_DATA (the
+# relative paths), J_DATA_KEY, J_DATA_ARCHIVE, J_DATA_BYTES, J_DATA_SHA and the results
+# settings. Writes nothing: --dry-run stops after this.
+hpc_staging_settle() {
+  J_DATA=() J_DATA_ARCHIVE="" J_DATA_BYTES=0 J_DATA_SHA="" J_DATA_KEY="" J_DATA_STATE=""
+  _hpc_results_settle
+  ((${#OPT_DATA[@]})) || return 0
+  HPC_DATA_T0=$EPOCHREALTIME
+  _hpc_data_judge_paths
+  _hpc_data_name_archive
+  HPC_DATA_TMP=$(mktemp -d "${TMPDIR:-/tmp}/hpc_data.XXXXXX") || die "cannot create a temporary folder in ${TMPDIR:-/tmp}"
+  # Removed below, or by this trap when a check dies (the submitter has no other EXIT trap).
+  trap 'rm -rf -- "$HPC_DATA_TMP"' EXIT
+  local t=$HPC_DATA_TMP rel abs=()
+  if ((${#HPC_DATA_LINKED[@]})); then
+    printf '%s\0' "${HPC_DATA_LINKED[@]}" >"$t/top"
+    _hpc_data_check_links "$t/top" "in the --data paths"
+  fi
+  for rel in "${J_DATA[@]}"; do
+    abs+=("$J_SCRATCH_DIR/$rel")
+  done
+  _hpc_data_walk "$t" "${abs[@]}"
+  _hpc_data_check_links "$t/links" "inside the staged folders"
+  # An unchanged manifest was tallied when its archive was built: no second walk.
+  _hpc_data_state_matches || _hpc_data_tally "${abs[@]}"
+  rm -rf -- "$t"
+  trap - EXIT
+  ((OPT_DRY_RUN == 0)) || _hpc_data_say_plan
+}
+
+# hpc_data_compressor_to VAR: zstd (-T0), pigz or none; HPC_DATA_COMPRESS=zstd|pigz|none
+# overrides the first one found on PATH.
+hpc_data_compressor_to() {
+  local -n _c=$1
+  local want=${HPC_DATA_COMPRESS:-auto}
+  case $want in
+    auto)
+      if command -v zstd >/dev/null; then
+        _c=zstd
+      elif command -v pigz >/dev/null; then
+        _c=pigz
+      else
+        _c=none
+      fi
+      ;;
+    zstd | pigz)
+      command -v "$want" >/dev/null || die "HPC_DATA_COMPRESS=$want, but $want is not on PATH: install it or use HPC_DATA_COMPRESS=none"
+      _c=$want
+      ;;
+    none) _c=none ;;
+    *) die "HPC_DATA_COMPRESS must be auto, zstd, pigz or none, not '$want'" ;;
+  esac
+}
+
+# _hpc_data_state_matches: KEY.state holds this manifest's hash and names this archive,
+# which exists; then J_DATA_BYTES, J_DATA_ENTRIES and J_DATA_SIZE come from it.
+_hpc_data_state_matches() {
+  local sha name bytes entries size
+  [[ -f $J_DATA_STATE && -f $J_DATA_ARCHIVE ]] || return 1
+  read -r sha name bytes entries size <"$J_DATA_STATE" || return 1
+  [[ $sha == "$J_DATA_SHA" && $name == "${J_DATA_ARCHIVE##*/}" && $size =~ ^[0-9]+$ ]] || return 1
+  J_DATA_BYTES=$bytes J_DATA_ENTRIES=$entries J_DATA_SIZE=$size
+}
+
+_hpc_data_elapsed_ms() {
+  local now=${EPOCHREALTIME/[.,]/} t0=${HPC_DATA_T0/[.,]/}
+  printf '%d' $(((now - t0) / 1000))
+}
+
+_hpc_data_say_plan() {
+  local size what="would be built"
+  _hpc_data_state_matches && what="is up to date (would be reused)"
+  human_bytes_to size "$J_DATA_SIZE"
+  say "data: ${#J_DATA[@]} path(s), $J_DATA_ENTRIES entries, $size; archive $J_DATA_ARCHIVE $what"
+}
+
+# hpc_staging_build: make sure the archive holds the data as walked by hpc_staging_settle:
+# reuse it when its manifest is unchanged, else rebuild it. One builder at a time (flock);
+# a second submission of the same data waits, then reuses.
+hpc_staging_build() {
+  ((${#J_DATA[@]})) || return 0
+  local dir=$J_SCRATCH_DIR/$HPC_STAGING_DIRNAME fd size
+  local state=$J_DATA_STATE
+  [[ -d $dir ]] || mkdir -p -- "$dir" || die "cannot create $dir: check that \$SCRATCH is writable"
+  command -v flock >/dev/null || die "flock (util-linux) is not on PATH; it keeps two submissions from writing the same archive"
+  exec {fd}>>"$dir/$J_DATA_KEY.lock" || die "cannot open the lock file $dir/$J_DATA_KEY.lock"
+  if ! flock -n "$fd"; then
+    say "data: another submission is building this archive; waiting for it"
+    flock "$fd" || die "could not lock $dir/$J_DATA_KEY.lock"
+  fi
+  human_bytes_to size "$J_DATA_SIZE"
+  if _hpc_data_state_matches; then
+    exec {fd}>&-
+    say "data: archive $J_DATA_ARCHIVE is up to date ($J_DATA_ENTRIES entries, $size): reused (decided in $(_hpc_data_elapsed_ms) ms)"
+    return 0
+  fi
+  say "data: building $J_DATA_ARCHIVE ($J_DATA_ENTRIES entries, $size, compressor: $HPC_DATA_COMPRESSOR)"
+  local started=$SECONDS
+  rm -f -- "$state"
+  _hpc_data_write_archive "$dir"
+  local old
+  for old in "$dir/$J_DATA_KEY".tar "$dir/$J_DATA_KEY".tar.*; do
+    [[ $old == "$J_DATA_ARCHIVE" || ! -e $old ]] || rm -f -- "$old"
+  done
+  if ! printf '%s %s %s %s %s\n' "$J_DATA_SHA" "${J_DATA_ARCHIVE##*/}" "$J_DATA_BYTES" "$J_DATA_ENTRIES" \
+    "$J_DATA_SIZE" >"$state.tmp.$$" ||
+    ! mv -f -- "$state.tmp.$$" "$state"; then
+    rm -f -- "$state.tmp.$$"
+    die "cannot write $state"
+  fi
+  exec {fd}>&-
+  local packed
+  human_bytes_to packed "$(stat -c %s -- "$J_DATA_ARCHIVE")"
+  say "data: archive built in $((SECONDS - started)) s ($packed)"
+}
+
+# _hpc_data_tar_progress_to ARRAY: tar options that show a percentage on the terminal
+# while a large archive is written, and nothing when stderr is not a terminal.
+_hpc_data_tar_progress_to() {
+  local -n _p=$1
+  _p=()
+  [[ -t 2 && ${HPC_QUIET:-0} != 1 ]] || return 0
+  ((J_DATA_SIZE >= HPC_DATA_PROGRESS_MIB * 1048576)) || return 0
+  # tar counts 10 KiB records; one checkpoint per percent of the (uncompressed) archive
+  # makes the checkpoint number the percentage.
+  local records=$(((J_DATA_SIZE + J_DATA_ENTRIES * 1024) / 10240 / 100))
+  ((records > 0)) || records=1
+  _p=("--checkpoint=$records" "--checkpoint-action=ttyout=data: archiving %u%%\r")
+}
+
+# _hpc_data_write_archive DIR: tar (+ compressor) into a temporary name, then rename.
+_hpc_data_write_archive() {
+  local tmp=$J_DATA_ARCHIVE.tmp.$$ rel members=() progress rc=0 status
+  # A Ctrl-C or a failure leaves no half-written archive behind.
+  HPC_DATA_TMP_FILE=$tmp
+  trap 'rm -f -- "$HPC_DATA_TMP_FILE"' EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+  for rel in "${J_DATA[@]}"; do
+    members+=("./$rel") # ./ keeps a leading '-' from reading as an option
+  done
+  _hpc_data_tar_progress_to progress
+  local tar_cmd=(tar -c -f - --sparse --format=gnu "${progress[@]}" -C "$J_SCRATCH_DIR" "${members[@]}")
+  local pack=(cat)
+  case $HPC_DATA_COMPRESSOR in
+    zstd) pack=(zstd -T0 -q -c) ;;
+    pigz) pack=(pigz -c) ;;
+  esac
+  # (an if, so that set -e leaves the failure to the message below)
+  if "${tar_cmd[@]}" | "${pack[@]}" >"$tmp"; then status=(0); else status=("${PIPESTATUS[@]}"); fi
+  ((${#progress[@]} == 0)) || printf '\r\033[K' >/dev/tty 2>/dev/null
+  for rc in "${status[@]}"; do
+    ((rc == 0)) || break
+  done
+  if ((rc != 0)); then
+    rm -f -- "$tmp"
+    ((status[0] != 1)) ||
+      die "--data: files changed while they were archived (tar exit 1); submit again once the data is stable. Nothing was submitted"
+    die "--data: building $J_DATA_ARCHIVE failed (exit ${status[*]}; a full disk or an unreadable file? tar's message is above). Nothing was submitted"
+  fi
+  mv -f -- "$tmp" "$J_DATA_ARCHIVE" || { rm -f -- "$tmp"; die "cannot write $J_DATA_ARCHIVE"; }
+  trap - EXIT INT TERM
+}

@@ -1,0 +1,270 @@
+# shellcheck shell=bash
+# W&B sweeps at submission. A sweep becomes the commands of one job array (task i runs
+# line i), each line a call of virtual_env_hpc_files/sweep_agent.sh:
+#   --wandb-sweepid E/P/ID   online: `wandb agent` per task (or one per GPU, --agents-per-gpu)
+#   --sweep FILE             offline: a new sweep folder on scratch, task i runs point i
+#   --resume-sweep ID        offline: the points of that sweep that have not finished
+# The W&B API key never reaches Slurm: it is kept in a mode-600 file the job reads.
+
+HPC_SWEEP_AGENT=virtual_env_hpc_files/sweep_agent.sh
+
+hpc_sweep_requested() {
+  [[ -n $OPT_SWEEPID || -n $OPT_SWEEP_FILE || -n $OPT_RESUME_SWEEP ]]
+}
+
+# _sweep_refuse_without OPTION VALUE NEEDS: OPTION is only meaningful with NEEDS.
+_sweep_refuse_without() {
+  [[ -z $2 || $2 == 0 ]] || die "$1 $3"
+}
+
+# hpc_sweep_validate: the sweep options against each other and the job (before anything
+# is read or written). Sets J_COMMANDS=() (hpc_sweep_stage fills it).
+hpc_sweep_validate() {
+  J_COMMANDS=() J_ARRAY_RANGES="" J_SWEEP_KIND="" J_SWEEP_ID="" J_SWEEP_DIR=""
+  local given=0
+  [[ -z $OPT_SWEEPID ]] || ((++given))
+  [[ -z $OPT_SWEEP_FILE ]] || ((++given))
+  [[ -z $OPT_RESUME_SWEEP ]] || ((++given))
+  ((given <= 1)) || die "--wandb-sweepid, --sweep and --resume-sweep are three ways to run a sweep: give one"
+  if ((given == 0)); then
+    _sweep_refuse_without --num-agents "$OPT_NUM_AGENTS" "needs a sweep: --wandb-sweepid ENTITY/PROJECT/ID (online) or --sweep FILE (offline)"
+    _sweep_refuse_without --runs-per-agent "$OPT_RUNS_PER_AGENT" "needs --wandb-sweepid ENTITY/PROJECT/ID"
+    _sweep_refuse_without --agents-per-gpu "$OPT_AGENTS_PER_GPU" "needs --wandb-sweepid ENTITY/PROJECT/ID"
+    _sweep_refuse_without --agent-stagger "$OPT_AGENT_STAGGER" "needs --wandb-sweepid ENTITY/PROJECT/ID"
+    return 0
+  fi
+  [[ -z $OPT_CONFIGS ]] ||
+    die "--configs and a sweep cannot be used together: the sweep decides what each task runs (its command: block)"
+  [[ $J_LAUNCHER == none ]] ||
+    die "--which-distributed $J_LAUNCHER cannot be used with a sweep: each run is one command on one node (it may use every GPU of that node)"
+  if [[ -n $OPT_SWEEPID ]]; then
+    _sweep_validate_online
+  else
+    _sweep_refuse_without --runs-per-agent "$OPT_RUNS_PER_AGENT" "is for online sweeps (--wandb-sweepid); an offline sweep runs one point per array task"
+    _sweep_refuse_without --agents-per-gpu "$OPT_AGENTS_PER_GPU" "is for online sweeps (--wandb-sweepid); an offline sweep runs one point per array task"
+    _sweep_refuse_without --agent-stagger "$OPT_AGENT_STAGGER" "is for online sweeps (--wandb-sweepid), which call the W&B server"
+    ((J_NODES == 1)) || die "--num-nodes $J_NODES: each point of an offline sweep runs on one node (it may use every GPU of it)"
+    if [[ -n $OPT_SWEEP_FILE ]]; then
+      J_SWEEP_KIND=offline
+      [[ -f $OPT_SWEEP_FILE && -r $OPT_SWEEP_FILE ]] ||
+        die "sweep file '$OPT_SWEEP_FILE' not found or not readable: write a W&B sweep file (see sweeper.yml) and pass its path"
+    else
+      J_SWEEP_KIND=resume
+      [[ -z $OPT_NUM_AGENTS ]] || die "--num-agents cannot be used with --resume-sweep: it reruns the points that did not finish"
+      [[ $OPT_RESUME_SWEEP =~ ^[a-z0-9]{4,32}$ ]] ||
+        die "--resume-sweep '$OPT_RESUME_SWEEP' is not a sweep id: use the 8-character id job_submitter.sh printed (see hpc sweep status)"
+    fi
+  fi
+}
+
+# hpc_sweep_id_form ID: entity/project/sweep_id, as `wandb sweep` prints it.
+hpc_sweep_id_form() {
+  [[ $1 =~ ^[A-Za-z0-9_][A-Za-z0-9_.-]*/[A-Za-z0-9_][A-Za-z0-9_.-]*/[a-z0-9]+$ ]]
+}
+
+_sweep_validate_online() {
+  J_SWEEP_KIND=online
+  if ! hpc_sweep_id_form "$OPT_SWEEPID"; then
+    local hint=""
+    if [[ $OPT_SWEEPID =~ ^https?://[^/]+/([^/]+)/([^/]+)/sweeps/([a-z0-9]+) ]]; then
+      hint=" (for this address: --wandb-sweepid ${BASH_REMATCH[1]}/${BASH_REMATCH[2]}/${BASH_REMATCH[3]})"
+    fi
+    die "--wandb-sweepid '$OPT_SWEEPID' is not ENTITY/PROJECT/SWEEP_ID, the form 'wandb sweep' prints (for example my-team/my-project/abc123xy)$hint"
+  fi
+  J_RUNS_PER_AGENT=${OPT_RUNS_PER_AGENT:-${HPC_SWEEP_RUNS_PER_AGENT:-1}}
+  is_posint "$J_RUNS_PER_AGENT" || die "--runs-per-agent must be a whole number of at least 1, not '$J_RUNS_PER_AGENT'"
+  J_AGENT_STAGGER=${OPT_AGENT_STAGGER:-${HPC_SWEEP_AGENT_STAGGER:-2}}
+  is_uint "$J_AGENT_STAGGER" || die "--agent-stagger must be a whole number of seconds, not '$J_AGENT_STAGGER'"
+  J_NUM_AGENTS=$((10#${OPT_NUM_AGENTS:-1}))
+  if ((OPT_AGENTS_PER_GPU)); then
+    ((J_GPUS > 0)) || die "--agents-per-gpu needs GPUs: add --gpus N (one agent per GPU of each node)"
+    local total=$((J_NODES * J_GPUS))
+    [[ -z $OPT_NUM_AGENTS ]] || ((J_NUM_AGENTS == total)) ||
+      die "--num-agents $J_NUM_AGENTS does not match --agents-per-gpu on $J_NODES node(s) x $J_GPUS GPU(s) = $total agents: drop --num-agents or change --gpus/--num-nodes"
+    ((J_CPUS % J_GPUS == 0)) || die "--cpus $J_CPUS cannot be shared evenly by the $J_GPUS agents of a node: use a multiple of $J_GPUS"
+    # One Slurm task per GPU; sweep_agent.sh starts the agents with srun.
+    J_TASKS_PER_NODE=$J_GPUS J_CPUS_PER_TASK=$((J_CPUS / J_GPUS))
+    J_NUM_AGENTS=$total
+  else
+    ((J_NODES == 1)) || die "--num-nodes $J_NODES with --wandb-sweepid: add --agents-per-gpu to run one agent per GPU of every node, or use one node per agent (the default)"
+  fi
+}
+
+# hpc_sweep_key_file_to VAR: the file the job reads the W&B API key from ("" when
+# ~/.netrc has it, which wandb reads itself). A WANDB_API_KEY in the environment is saved
+# to that file (mode 600) and removed from the environment sbatch passes on.
+hpc_sweep_key_file_to() {
+  local -n _key=$1
+  local file=${WANDB_API_KEY_FILE:-$HOME/.config/hpc_files/wandb_api_key} mode
+  _key=$file
+  if [[ -n ${WANDB_API_KEY:-} ]]; then
+    if ((OPT_DRY_RUN == 0)); then
+      _sweep_save_key "$file"
+      say "W&B API key: saved WANDB_API_KEY to $file (mode 600); the jobs read it from there"
+    fi
+    unset WANDB_API_KEY
+    return 0
+  fi
+  if [[ -e $file ]]; then
+    [[ -f $file && -r $file ]] || die "W&B API key file $file is not a readable file"
+    mode=$(stat -c %a -- "$file") || die "cannot read the permissions of $file"
+    ((8#$mode & 8#077)) &&
+      die "W&B API key file $file can be read by others (mode $mode): chmod 600 '$file'"
+    return 0
+  fi
+  if [[ -r $HOME/.netrc ]] && grep -q 'wandb' "$HOME/.netrc"; then
+    _key=""
+    return 0
+  fi
+  die "no W&B API key for the agents: run 'wandb login' (it writes ~/.netrc), or export WANDB_API_KEY before submitting (it is saved to $file, mode 600), or put the key in a mode-600 file named by WANDB_API_KEY_FILE"
+}
+
+_sweep_save_key() {
+  local file=$1 tmp
+  (umask 077 && mkdir -p -- "${file%/*}") || die "cannot create ${file%/*} for the W&B API key"
+  tmp=$file.tmp.$$
+  (umask 077 && printf '%s\n' "$WANDB_API_KEY" >"$tmp") || { rm -f -- "$tmp"; die "cannot write $file"; }
+  mv -f -- "$tmp" "$file" || { rm -f -- "$tmp"; die "cannot write $file"; }
+}
+
+# _sweep_online_commands: one line per agent (or one line starting an agent per GPU).
+_sweep_online_commands() {
+  local key_file q_id q_key="" i width delay agent
+  hpc_sweep_key_file_to key_file
+  quote_to q_id "$OPT_SWEEPID"
+  [[ -z $key_file ]] || { quote_to q_key "$key_file" && q_key=" --key-file $q_key"; }
+  agent="bash $HPC_SWEEP_AGENT online $q_id --count $J_RUNS_PER_AGENT"
+  if ((OPT_AGENTS_PER_GPU)); then
+    J_COMMANDS=("$agent --per-gpu --stagger $J_AGENT_STAGGER$q_key")
+    return 0
+  fi
+  # Agents that start together wait i x stagger seconds, so they do not all call the
+  # W&B API at the same instant; at most --max-parallel start together.
+  width=${J_MAX_PARALLEL:-$J_NUM_AGENTS}
+  for ((i = 0; i < J_NUM_AGENTS; i++)); do
+    delay=$(((i % width) * J_AGENT_STAGGER))
+    J_COMMANDS+=("$agent --delay $delay$q_key")
+  done
+}
+
+# hpc_sweep_python_to VAR: a Python for the submit-side sweep code (PyYAML needed): the
+# project's venv when it exists, else python3. The toolkit's own python/ comes first.
+hpc_sweep_python_to() {
+  local -n _py=$1
+  if [[ $J_VENV != none && -x $J_VENV/bin/python ]]; then
+    _py=$J_VENV/bin/python
+  else
+    _py=$(command -v python3) || die "offline sweeps need python3 (with PyYAML) on this machine, or the project's venv"
+  fi
+}
+
+# _sweep_stage_py ACTION ARGS...: run hpc_toolkit.sweep.stage; its stdout into SWEEP_OUT.
+_sweep_stage_py() {
+  local py toolkit_py rc=0
+  hpc_sweep_python_to py
+  toolkit_py=${HPC_TOOLKIT_DIR%/*}/python
+  # The path goes in as an argument, not PYTHONPATH (which a ':' in it would split).
+  SWEEP_OUT=$("$py" -c 'import sys; sys.path.insert(0, sys.argv.pop(1))
+from hpc_toolkit.sweep.stage import main; sys.exit(main(sys.argv[1:]))' \
+    "$toolkit_py" --prog "$HPC_PROG" "$@") || rc=$?
+  ((rc == 0)) || exit "$rc"
+}
+
+_sweep_new_id_to() {
+  local -n _id=$1
+  local chars=abcdefghijklmnopqrstuvwxyz0123456789 i
+  _id=""
+  for ((i = 0; i < 8; i++)); do
+    _id+=${chars:$((${SRANDOM:-$RANDOM} % 36)):1}
+  done
+}
+
+# _sweep_offline_commands: check the sweep file and make the commands; the sweep's folder
+# is written later (hpc_sweep_write), just before sbatch.
+_sweep_offline_commands() {
+  local args=() method count
+  [[ -z $OPT_NUM_AGENTS ]] || args=(--num-agents "$((10#$OPT_NUM_AGENTS))")
+  _sweep_new_id_to J_SWEEP_ID
+  J_SWEEP_DIR=$J_SCRATCH_DIR/sweeps/$J_SWEEP_ID
+  _sweep_stage_py check "$OPT_SWEEP_FILE" "${args[@]}" --sweep-id "$J_SWEEP_ID" --exp-name "$J_EXP_NAME"
+  { IFS=$'\t' read -r method count && IFS= read -r J_SWEEP_INFO; } <<<"$SWEEP_OUT"
+  J_SWEEP_METHOD=$method J_SWEEP_POINTS=$count
+  _sweep_point_commands "$count"
+}
+
+# hpc_sweep_write: the new sweep's folder (sweep.json, sweep.yaml, wandb/), whole or not
+# at all; removed again if the submission then fails (_sweep_abort).
+hpc_sweep_write() {
+  [[ $J_SWEEP_KIND == offline ]] || return 0
+  local tmp=${J_SWEEP_DIR%/*}/.$J_SWEEP_ID.tmp.$$
+  if ! { mkdir -p -- "${J_SWEEP_DIR%/*}" && mkdir -- "$tmp" "$tmp/wandb" &&
+    printf '%s\n' "$J_SWEEP_INFO" >"$tmp/sweep.json" && cp -- "$OPT_SWEEP_FILE" "$tmp/sweep.yaml" &&
+    mv -T -- "$tmp" "$J_SWEEP_DIR"; }; then
+    rm -rf -- "$tmp"
+    die "cannot write the sweep's folder $J_SWEEP_DIR: check that \$SCRATCH is writable"
+  fi
+  HPC_SWEEP_WRITTEN_DIR=$J_SWEEP_DIR
+  trap _sweep_abort EXIT
+}
+
+# _sweep_abort: a submission that stops after the folder was written leaves nothing.
+_sweep_abort() {
+  local rc=$?
+  if [[ -n ${HPC_SWEEP_WRITTEN_DIR:-} ]]; then
+    rm -rf -- "$HPC_SWEEP_WRITTEN_DIR"
+  fi
+  exit "$rc"
+}
+
+_sweep_point_commands() {
+  local n=$1 line q i
+  quote_to q "$J_SWEEP_DIR"
+  line="bash $HPC_SWEEP_AGENT offline $q"
+  J_COMMANDS=()
+  for ((i = 0; i < n; i++)); do
+    J_COMMANDS+=("$line")
+  done
+}
+
+_sweep_resume_commands() {
+  local method count exp id todo
+  J_SWEEP_DIR=$J_SCRATCH_DIR/sweeps/$OPT_RESUME_SWEEP
+  [[ -f $J_SWEEP_DIR/sweep.json ]] ||
+    die "no offline sweep '$OPT_RESUME_SWEEP' under $J_SCRATCH_DIR/sweeps (the id job_submitter.sh printed when you submitted it)"
+  _sweep_stage_py resume "$J_SWEEP_DIR"
+  IFS=$'\t' read -r method count exp id todo <<<"$SWEEP_OUT"
+  J_SWEEP_ID=$id J_SWEEP_METHOD=$method J_SWEEP_POINTS=$count
+  if [[ -z $todo ]]; then
+    printf 'Nothing to resubmit: every point of sweep %s has finished or is running (hpc sweep status %s)\n' "$id" "$id"
+    exit 0
+  fi
+  [[ -n $OPT_EXP_NAME ]] || J_EXP_NAME=$exp
+  J_ARRAY_RANGES=$todo
+  _sweep_point_commands "$count"
+}
+
+# hpc_sweep_stage: the sweep's commands (J_COMMANDS); for --sweep, the sweep's folder too
+# (not with --dry-run). Called after prepare, before the submission paths are named.
+hpc_sweep_stage() {
+  case $J_SWEEP_KIND in
+    online) _sweep_online_commands ;;
+    offline) _sweep_offline_commands ;;
+    resume) _sweep_resume_commands ;;
+  esac
+}
+
+# hpc_sweep_submitted: what to do next, after the job ids were printed.
+hpc_sweep_submitted() {
+  HPC_SWEEP_WRITTEN_DIR=""
+  case $J_SWEEP_KIND in
+    online)
+      printf 'W&B sweep %s: %d agent(s), %d run(s) each (--runs-per-agent); submit again to add agents\n' \
+        "$OPT_SWEEPID" "$J_NUM_AGENTS" "$J_RUNS_PER_AGENT"
+      ;;
+    offline | resume)
+      printf 'Offline sweep %s (%s, %d points): %s\n' "$J_SWEEP_ID" "$J_SWEEP_METHOD" "$J_SWEEP_POINTS" "$J_SWEEP_DIR"
+      printf '  status: hpc sweep status %s\n' "$J_SWEEP_ID"
+      printf '  upload: hpc sweep sync %s   (later, where there is internet)\n' "$J_SWEEP_ID"
+      ;;
+  esac
+}

@@ -1,0 +1,110 @@
+"""The folder of an offline sweep: $SCRATCH/<project>/sweeps/<sweep id>/.
+
+    sweep.json      the checked sweep, its id, method, number of points, experiment name
+    sweep.yaml      the sweep file as submitted (for people)
+    ledger.jsonl    every run's start and end (ledger.py); ledger.lock guards it
+    wandb/          WANDB_DIR of the runs: offline-run-*/ and sweep-<id>/config-<run>.yaml
+
+It lives on the shared filesystem, so every task of every node sees the same ledger.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from hpc_toolkit.sweep.ledger import Ledger
+from hpc_toolkit.sweep.spec import SweepError, SweepSpec, check_config
+
+SWEEP_ID = re.compile(r"[a-z0-9]{4,32}")
+INFO = "sweep.json"
+
+
+@dataclass(frozen=True)
+class SweepFolder:
+    """A sweep folder and what its sweep.json says."""
+
+    path: Path
+    info: dict[str, Any]
+
+    @classmethod
+    def load(cls, path: Path) -> SweepFolder:
+        try:
+            info = json.loads((path / INFO).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise SweepError(
+                f"{path} is not an offline sweep's folder (no {INFO}): give the sweep id that "
+                "job_submitter.sh printed, or the folder's path"
+            ) from None
+        except (OSError, ValueError) as exc:
+            raise SweepError(f"{path / INFO} cannot be read ({exc})") from None
+        if not isinstance(info, dict) or "config" not in info or "sweep_id" not in info:
+            raise SweepError(f"{path / INFO} is not a sweep description")
+        return cls(path, info)
+
+    @property
+    def sweep_id(self) -> str:
+        return str(self.info["sweep_id"])
+
+    @property
+    def method(self) -> str:
+        return str(self.info["config"]["method"])
+
+    @property
+    def num_points(self) -> int:
+        return int(self.info["num_points"])
+
+    @property
+    def exp_name(self) -> str:
+        return str(self.info.get("exp_name", ""))
+
+    @property
+    def wandb_dir(self) -> Path:
+        return self.path
+
+    @property
+    def ledger(self) -> Ledger:
+        return Ledger(self.path)
+
+    def spec(self) -> SweepSpec:
+        return check_config(self.info["config"], str(self.path / INFO))
+
+
+def locate(sweep: str, scratch_dir: Path | None) -> Path:
+    """A sweep given by id (under scratch_dir/sweeps) or by its folder's path."""
+    if SWEEP_ID.fullmatch(sweep) and scratch_dir is not None:
+        return scratch_dir / "sweeps" / sweep
+    return Path(sweep)
+
+
+def info_text(spec: SweepSpec, sweep_id: str, exp_name: str, num_points: int) -> str:
+    """The content of sweep.json, on one line (job_submitter.sh writes it as it is)."""
+    info = {
+        "sweep_id": sweep_id,
+        "method": spec.method,
+        "num_points": num_points,
+        "exp_name": exp_name,
+        "source": spec.source,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "config": spec.config,
+    }
+    # default=str: YAML dates and the like, which JSON lacks, are kept as their text.
+    return json.dumps(info, default=str)
+
+
+def write_folder(
+    path: Path, spec: SweepSpec, sweep_id: str, exp_name: str, num_points: int, text: str
+) -> None:
+    """Create a sweep's folder, the way hpc_files/lib/sweep.sh does at submission."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.tmp{os.getpid()}"
+    tmp.mkdir()
+    (tmp / INFO).write_text(info_text(spec, sweep_id, exp_name, num_points) + "\n", "utf-8")
+    (tmp / "sweep.yaml").write_text(text, encoding="utf-8")
+    (tmp / "wandb").mkdir()
+    tmp.rename(path)

@@ -1,0 +1,156 @@
+"""Submission side of offline sweeps, called by hpc_files/lib/sweep.sh.
+
+    python -m hpc_toolkit.sweep.stage check FILE [--num-agents N] [--sweep-id ID --exp-name E]
+    python -m hpc_toolkit.sweep.stage resume FOLDER
+
+check prints "METHOD<TAB>POINTS", and with --sweep-id a second line: the sweep.json of the
+new sweep (job_submitter.sh writes the folder just before sbatch, so that a submission
+that stops early leaves nothing). resume prints
+"METHOD<TAB>POINTS<TAB>EXP_NAME<TAB>SWEEP_ID<TAB>RANGES" (RANGES: the points to run again,
+e.g. "1 3-5", empty when none). Errors go to stderr as "PROG: message" with exit 1.
+Only PyYAML is imported (no `sweeps`, no typer): about 50 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+from hpc_toolkit.sweep.folder import SweepFolder, info_text
+from hpc_toolkit.sweep.grid import grid_size
+from hpc_toolkit.sweep.ledger import ENDED, FINISHED, RUNNING, Attempt, latest
+from hpc_toolkit.sweep.spec import SweepError, SweepSpec, load_sweep
+
+
+def num_points(spec: SweepSpec, num_agents: int | None) -> int:
+    """How many points (array tasks) the sweep has."""
+    cap = spec.run_cap
+    if spec.method == "grid":
+        if num_agents is not None:
+            raise SweepError(
+                f"{spec.source}: --num-agents is for random and bayes sweeps; a grid sweep "
+                f"runs each of its {grid_size(spec)} points once (run_cap: N runs fewer)"
+            )
+        size = grid_size(spec)
+        return min(size, cap) if cap is not None else size
+    if num_agents is None:
+        if cap is None:
+            raise SweepError(
+                f"{spec.source}: a {spec.method} sweep has no fixed number of runs: pass "
+                "--num-agents N (one run per array task) or set 'run_cap: N' in the file"
+            )
+        return cap
+    if cap is not None and num_agents > cap:
+        raise SweepError(
+            f"{spec.source}: --num-agents {num_agents} is more than the file's run_cap {cap}"
+        )
+    return num_agents
+
+
+def ranges(indices: Iterable[int]) -> str:
+    """[0, 1, 2, 5, 7, 8] -> "0-2 5 7-8"."""
+    out: list[str] = []
+    items = sorted(set(indices))
+    start = prev = None
+    for i in [*items, None]:
+        if start is not None and (i is None or i != prev + 1):  # type: ignore[operator]
+            out.append(str(start) if start == prev else f"{start}-{prev}")
+            start = None
+        if i is not None and start is None:
+            start = i
+        prev = i
+    return " ".join(out)
+
+
+def live_tasks(jobs: Iterable[str]) -> set[str] | None:
+    """Array tasks ("123_4") and jobs Slurm still has queued or running; None if unknown."""
+    import subprocess  # here: submitting a new sweep does not need it (8 ms)
+
+    ids = sorted({j.split("_")[0] for j in jobs if j})
+    if not ids:
+        return set()
+    try:
+        done = subprocess.run(
+            ["squeue", "-h", "-r", "-o", "%i", "-j", ",".join(ids)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if done.returncode != 0 and "Invalid job id" not in done.stderr:
+        return None
+    return {line.strip() for line in done.stdout.splitlines() if line.strip()}
+
+
+def lost(attempt: Attempt, live: set[str] | None) -> bool:
+    """A run recorded as running whose Slurm task has ended (killed hard, node lost)."""
+    if attempt.state != RUNNING or live is None or not attempt.job:
+        return False
+    return attempt.job not in live and attempt.job.split("_")[0] not in live
+
+
+def rerun_points(num_points: int, last: Mapping[int, Attempt], live: set[str] | None) -> list[int]:
+    """Points to run again: never started, failed, killed, or lost (see `lost`)."""
+    out = []
+    for point in range(num_points):
+        a = last.get(point)
+        if a is None or (a.state in ENDED and a.state != FINISHED) or lost(a, live):
+            out.append(point)
+    return out
+
+
+def live_of(last: Mapping[int, Attempt]) -> set[str] | None:
+    """Slurm's live tasks among the running points' jobs (set() when none is running)."""
+    running = [a.job for a in last.values() if a.state == RUNNING]
+    return live_tasks(running) if running else set()
+
+
+def to_rerun(folder: SweepFolder) -> list[int]:
+    """Points of the sweep that have not finished and are not running now."""
+    last = latest(folder.ledger.events())
+    live = live_of(last)
+    if live is None:
+        print("note: squeue could not be asked; running points are left alone", file=sys.stderr)
+    return rerun_points(folder.num_points, last, live)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="hpc_toolkit.sweep.stage")
+    parser.add_argument("--prog", default="hpc")
+    sub = parser.add_subparsers(dest="action", required=True)
+    check = sub.add_parser("check")
+    check.add_argument("file", type=Path)
+    check.add_argument("--num-agents", type=int)
+    check.add_argument("--sweep-id")
+    check.add_argument("--exp-name", default="")
+    resume = sub.add_parser("resume")
+    resume.add_argument("folder", type=Path)
+    args = parser.parse_args(argv)
+    try:
+        if args.action == "resume":
+            folder = SweepFolder.load(args.folder)
+            folder.spec()
+            todo = ranges(to_rerun(folder))
+            print(
+                f"{folder.method}\t{folder.num_points}\t{folder.exp_name}\t{folder.sweep_id}\t{todo}"
+            )
+            return 0
+        spec = load_sweep(args.file)
+        count = num_points(spec, args.num_agents)
+        for note in spec.notes:
+            print(f"{args.prog}: note: {note}", file=sys.stderr)
+        print(f"{spec.method}\t{count}")
+        if args.sweep_id:
+            print(info_text(spec, args.sweep_id, args.exp_name, count))
+        return 0
+    except (SweepError, OSError) as exc:
+        print(f"{args.prog}: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

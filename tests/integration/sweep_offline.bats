@@ -1,0 +1,181 @@
+#!/usr/bin/env bats
+# Offline W&B sweeps on the real local cluster: no W&B server is reachable here (none is
+# needed). The runs are the unchanged examples/sweep_train.py, which logs with wandb.
+
+load ../helpers/cluster
+
+setup() {
+  integration_setup proj
+  rm -rf "$PROJECT/.venv"
+  ln -s "$REPO_ROOT/.venv" "$PROJECT/.venv" # wandb, wandb[sweeps], PyYAML
+  PY=$REPO_ROOT/.venv/bin/python
+}
+
+# sweep_id: the id job_submitter.sh printed (from $output of the last `submit`).
+sweep_id() {
+  sed -n 's/^Offline sweep \([a-z0-9]*\) .*/\1/p' <<<"$output"
+}
+
+# py CODE ARGS...: Python with the toolkit importable (to read ledgers and .wandb files).
+py() {
+  PYTHONPATH=$REPO_ROOT/python "$PY" -W ignore -c "$@"
+}
+
+# Prints "point run_id state metric config-from-.wandb sweep-id-from-.wandb" per point.
+READ_RUNS='
+import json, sys
+from pathlib import Path
+from hpc_toolkit.sweep.ledger import Ledger, attempts
+from hpc_toolkit.sweep.records import read_run, run_file
+folder = Path(sys.argv[1])
+for point, tries in sorted(attempts(Ledger(folder).events()).items()):
+    for a in tries:
+        run = read_run(run_file(Path(a.run_dir))) if a.run_dir else None
+        config = {k: run.config[k] for k in ("lr", "epochs")} if run else None
+        print(point, a.run_id, a.state, a.metric, json.dumps(config, sort_keys=True, separators=(",", ":")),
+              run.sweep_id if run else None, run.summary.get("loss") if run else None)
+'
+
+@test "the example grid (sweeper.yml, 3 x 2): 6 tasks, each point once, each run with its config, sweep id and metric" {
+  # The repository's own example, as install_into_project.sh copied it.
+  cmp "$PROJECT/sweeper.yml" "$REPO_ROOT/sweeper.yml"
+  submit --sweep sweeper.yml -e grid --time 10
+  local id dir
+  id=$(sweep_id)
+  dir=$SCRATCH/proj/sweeps/$id
+  [[ $output == *"(array of 6 tasks, 0-5)"* ]]
+  wait_job "$JOB_ID" 300
+  [ "$(job_states "$JOB_ID" | grep -c '|COMPLETED|0:0$')" -eq 6 ]
+  run py "$READ_RUNS" "$dir"
+  echo "$output"
+  [ "${#lines[@]}" -eq 6 ] # one run per point, no point twice
+  # W&B's grid order: parameters sorted by name, the last one turning fastest.
+  local expected=('{"epochs":5,"lr":0.01}' '{"epochs":5,"lr":0.05}' '{"epochs":5,"lr":0.1}'
+    '{"epochs":10,"lr":0.01}' '{"epochs":10,"lr":0.05}' '{"epochs":10,"lr":0.1}')
+  local i point run_id state metric config sweep loss
+  for i in 0 1 2 3 4 5; do
+    read -r point run_id state metric config sweep loss <<<"${lines[i]}"
+    [ "$point" = "$i" ] && [ "$state" = finished ] && [ "$sweep" = "$id" ]
+    [ "$config" = "${expected[i]}" ]
+    [ "$metric" = "$loss" ] && [ "$metric" != None ]
+    grep -q "point $i of 6, run $run_id" "$(job_log "$JOB_ID" grid "$i")"
+  done
+  [ "$(cut -d' ' -f2 <<<"$output" | sort -u | wc -l)" -eq 6 ]
+  # What the researcher sees.
+  run --separate-stderr "$REPO_ROOT/.venv/bin/hpc" sweep status "$id" --scratch-dir "$SCRATCH/proj"
+  [ "$status" -eq 0 ]
+  [[ $output == *"6 finished"* ]]
+  [[ ${lines[1]} == "POINT  STATE     LOSS"* ]]
+}
+
+@test "sync uploads each finished offline run with wandb sync (stand-in wandb on PATH)" {
+  cat >"$PROJECT/g.yml" <<'EOF'
+program: examples/sweep_train.py
+method: grid
+parameters:
+  lr: {values: [0.05, 0.1]}
+  epochs: {value: 1}
+EOF
+  submit --sweep g.yml -e sync --time 10
+  local id
+  id=$(sweep_id)
+  wait_job "$JOB_ID" 240
+  mkdir -p "$BATS_TEST_TMPDIR/bin"
+  printf '#!/bin/sh\necho "$*" >>"%s/wandb.calls"\n' "$BATS_TEST_TMPDIR" >"$BATS_TEST_TMPDIR/bin/wandb"
+  chmod +x "$BATS_TEST_TMPDIR/bin/wandb"
+  PATH=$BATS_TEST_TMPDIR/bin:$PATH run --separate-stderr "$REPO_ROOT/.venv/bin/hpc" sweep sync \
+    "$SCRATCH/proj/sweeps/$id"
+  [ "$status" -eq 0 ]
+  local dirs
+  dirs=$(find "$SCRATCH/proj/sweeps/$id/wandb" -maxdepth 1 -name 'offline-run-*' | sort)
+  [ "$(echo "$dirs" | wc -l)" -eq 2 ]
+  [ "$(sed 's/^sync //' "$BATS_TEST_TMPDIR/wandb.calls" | sort)" = "$dirs" ]
+}
+
+@test "random: a failed point is resubmitted alone and draws the same values again" {
+  cat >"$PROJECT/rand.yml" <<'EOF'
+method: random
+run_cap: 3
+parameters:
+  lr: {distribution: log_uniform_values, min: 0.001, max: 0.1}
+  epochs: {values: [1, 2]}
+command:
+  - bash
+  - examples/fail_once.sh
+  - ${args}
+EOF
+  # Point 1 fails on its first attempt only.
+  cat >"$PROJECT/examples/fail_once.sh" <<'EOF'
+if [ "$HPC_TASK_INDEX" = 1 ] && mkdir "$SCRATCH/failed_once" 2>/dev/null; then exit 3; fi
+exec python examples/sweep_train.py "$@"
+EOF
+  submit --sweep rand.yml -e rand --time 10
+  local id dir first
+  id=$(sweep_id)
+  dir=$SCRATCH/proj/sweeps/$id
+  first=$JOB_ID
+  wait_job "$first" 240
+  [ "$(job_states "$first" | grep -c '|COMPLETED|')" -eq 2 ]
+  [ "$(job_states "$first" | awk -F'|' '$1 ~ /_1$/ { print $2 }')" = FAILED ]
+  run --separate-stderr "$REPO_ROOT/.venv/bin/hpc" sweep status "$id" --scratch-dir "$SCRATCH/proj"
+  [[ $output == *"to run points 1 again: bash hpc_files/job_submitter.sh --resume-sweep $id"* ]]
+
+  submit --resume-sweep "$id" --time 10
+  [[ $output == *"(array of 1 task(s): 1 as array indices 1)"* ]]
+  wait_job "$JOB_ID" 240
+  [ "$(job_states "$JOB_ID" | cut -d'|' -f1,2)" = "${JOB_ID}_1|COMPLETED" ]
+  [ "$(sacct -X -n -P -j "$JOB_ID" -o JobName)" = rand ] # the sweep's experiment name
+  run py "$READ_RUNS" "$dir"
+  echo "$output"
+  [ "${#lines[@]}" -eq 4 ] # 3 points, point 1 twice
+  local params
+  params=$(py 'import json, sys
+from pathlib import Path
+from hpc_toolkit.sweep.ledger import Ledger, attempts
+t = attempts(Ledger(Path(sys.argv[1])).events())
+print(json.dumps([[a.params for a in t[p]] for p in sorted(t)], sort_keys=True))' "$dir")
+  # Both attempts of point 1 ran the same values; the three points differ.
+  py 'import json, sys; p = json.loads(sys.argv[1])
+assert [len(x) for x in p] == [1, 2, 1], p
+assert p[1][0] == p[1][1], p[1]
+assert len({json.dumps(x[0], sort_keys=True) for x in p}) == 3' "$params"
+  # The values are W&B random search seeded with the sweep id and the point: a fresh
+  # process draws them again.
+  py 'import json, sys
+from pathlib import Path
+from hpc_toolkit.sweep.folder import SweepFolder
+from hpc_toolkit.sweep.search import point_params
+f = SweepFolder.load(Path(sys.argv[1])); p = json.loads(sys.argv[2])
+assert all(point_params(f.spec(), f.sweep_id, i, {}) == p[i][0] for i in range(3))' "$dir" "$params"
+  # The second attempt of point 1 reached W&B with those values.
+  [[ $(sed -n 3p <<<"$output") == "1 "*" finished "* ]]
+  [[ $(sed -n 2p <<<"$output") == "1 "*" failed "* ]]
+}
+
+@test "bayes: 6 runs, 2 at a time, all complete with their metric, no run id twice" {
+  cat >"$PROJECT/bayes.yml" <<'EOF'
+program: examples/sweep_train.py
+method: bayes
+metric: {name: loss, goal: minimize}
+parameters:
+  lr: {min: 0.001, max: 0.2}
+  epochs: {values: [1, 2]}
+EOF
+  submit --sweep bayes.yml -e bayes --num-agents 6 --max-parallel 2 --time 10
+  local id dir
+  id=$(sweep_id)
+  dir=$SCRATCH/proj/sweeps/$id
+  grep -qx '#SBATCH --array="0-5%2"' "$(sed -n 's/^  script: //p' <<<"$output")"
+  wait_job "$JOB_ID" 400
+  [ "$(job_states "$JOB_ID" | grep -c '|COMPLETED|0:0$')" -eq 6 ]
+  run py "$READ_RUNS" "$dir"
+  echo "$output"
+  [ "${#lines[@]}" -eq 6 ]
+  [ "$(cut -d' ' -f1 <<<"$output" | tr '\n' ' ')" = "0 1 2 3 4 5 " ]
+  [ "$(cut -d' ' -f2 <<<"$output" | sort -u | wc -l)" -eq 6 ]
+  [ "$(cut -d' ' -f3 <<<"$output" | sort -u)" = finished ]
+  [ "$(cut -d' ' -f6 <<<"$output" | sort -u)" = "$id" ]
+  # Every run has its metric, and the parameters W&B's bayes search chose are distinct.
+  [[ $(cut -d' ' -f4 <<<"$output") != *None* ]]
+  [ "$(cut -d' ' -f5 <<<"$output" | sort -u | wc -l)" -eq 6 ]
+}

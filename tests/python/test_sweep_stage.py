@@ -1,0 +1,116 @@
+"""Submission side of offline sweeps: how many tasks, the folder, what a resume reruns."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hpc_toolkit.sweep.folder import SweepFolder, write_folder
+from hpc_toolkit.sweep.ledger import Ledger
+from hpc_toolkit.sweep.spec import SweepError, parse_sweep
+from hpc_toolkit.sweep.stage import main, num_points, ranges
+
+from conftest import Stub
+
+GRID = "program: t.py\nmethod: grid\nparameters:\n  a: {values: [1, 2, 3]}\n  b: {min: 1, max: 4}\n"
+RANDOM = "program: t.py\nmethod: random\nparameters:\n  a: {min: 0.0, max: 1.0}\n"
+
+
+def test_number_of_points() -> None:
+    assert num_points(parse_sweep(GRID), None) == 12
+    assert num_points(parse_sweep(GRID + "run_cap: 5\n"), None) == 5
+    assert num_points(parse_sweep(RANDOM), 7) == 7
+    assert num_points(parse_sweep(RANDOM + "run_cap: 9\n"), None) == 9
+    with pytest.raises(SweepError, match="is for random and bayes sweeps"):
+        num_points(parse_sweep(GRID), 3)
+    with pytest.raises(SweepError, match="no fixed number of runs"):
+        num_points(parse_sweep(RANDOM), None)
+    with pytest.raises(SweepError, match="more than the file's run_cap 2"):
+        num_points(parse_sweep(RANDOM + "run_cap: 2\n"), 3)
+
+
+def test_ranges() -> None:
+    assert ranges([]) == ""
+    assert ranges([5]) == "5"
+    assert ranges([0, 1, 2, 5, 7, 8, 2]) == "0-2 5 7-8"
+
+
+def test_check_prints_method_points_and_the_new_sweep_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sweep = tmp_path / "sweeper.yml"
+    sweep.write_text(GRID)
+    assert main(["check", str(sweep)]) == 0
+    assert capsys.readouterr().out == "grid\t12\n"
+    assert main(["check", str(sweep), "--sweep-id", "abcd1234", "--exp-name", "e"]) == 0
+    first, info_line = capsys.readouterr().out.splitlines()
+    assert first == "grid\t12"
+    info = json.loads(info_line)
+    assert info["num_points"] == 12 and info["sweep_id"] == "abcd1234" and info["exp_name"] == "e"
+    assert info["config"]["parameters"]["b"] == {"min": 1, "max": 4}
+    # What job_submitter.sh writes from it is a folder SweepFolder reads.
+    folder = tmp_path / "abcd1234"
+    folder.mkdir()
+    (folder / "sweep.json").write_text(info_line + "\n")
+    assert SweepFolder.load(folder).num_points == 12
+
+
+def test_errors_say_where_and_print_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sweep = tmp_path / "bad.yml"
+    sweep.write_text("method: grid\nparameters:\n  lr: {min: 0.1, max: 1.0}\n")
+    ids = ["--sweep-id", "abcd1234", "--exp-name", "e"]
+    assert main(["--prog", "job_submitter.sh", "check", str(sweep), *ids]) == 1
+    captured = capsys.readouterr()
+    assert captured.err.startswith(
+        f"job_submitter.sh: {sweep}: line 3: parameters.lr: a grid cannot"
+    )
+    assert captured.out == ""
+
+
+def make(tmp_path: Path, points: int) -> Path:
+    folder = tmp_path / "abcd1234"
+    write_folder(folder, parse_sweep(GRID), "abcd1234", "exp", points, GRID)
+    return folder
+
+
+def log(folder: Path, point: int, run: str, job: str, state: str | None) -> None:
+    ledger = Ledger(folder)
+    ledger.append({"event": "start", "point": point, "run_id": run, "params": {}, "job": job})
+    if state:
+        ledger.append({"event": "end", "point": point, "run_id": run, "state": state})
+
+
+def test_resume_reruns_what_did_not_finish(
+    tmp_path: Path, stub: Stub, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = make(tmp_path, 8)
+    log(folder, 0, "r0", "10_0", "finished")
+    log(folder, 1, "r1", "10_1", "failed")
+    log(folder, 2, "r2", "10_2", "killed")
+    log(folder, 3, "r3", "10_3", None)  # running, and Slurm still runs it
+    log(folder, 4, "r4", "10_4", None)  # "running", but its task is gone (killed hard)
+    log(folder, 5, "r5", "11_0", "failed")
+    log(folder, 5, "r6", "11_1", "finished")  # failed once, then finished
+    stub("squeue", stdout="10_3\n")
+    assert main(["resume", str(folder)]) == 0
+    assert capsys.readouterr().out == "grid\t8\texp\tabcd1234\t1-2 4 6-7\n"
+    assert (tmp_path / "bin" / "squeue.args").read_text().split("\n")[:5] == [
+        "-h", "-r", "-o", "%i", "-j"
+    ]  # fmt: skip
+    assert SweepFolder.load(folder).num_points == 8
+
+
+def test_resume_leaves_running_points_alone_when_slurm_cannot_be_asked(
+    tmp_path: Path, stub: Stub, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = make(tmp_path, 2)
+    log(folder, 0, "r0", "10_0", None)
+    stub("squeue", stderr="slurm_load_jobs error: Unable to contact slurm controller", rc=1)
+    assert main(["resume", str(folder)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "grid\t2\texp\tabcd1234\t1\n"
+    assert "squeue could not be asked" in captured.err

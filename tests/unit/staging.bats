@@ -1,0 +1,304 @@
+#!/usr/bin/env bats
+# --data, submit side (recording sbatch): paths judged before anything is written, one
+# archive built atomically and reused while its manifest is unchanged, concurrent
+# submissions, hostile names; --results-dir and --sync-every in the batch script.
+# shellcheck disable=SC2030,SC2031 # each @test runs in a subshell of its own: PATH is set per test
+
+load ../helpers/common
+
+setup() {
+  hermetic_env
+  use_sbatch_stub
+  make_project proj 'echo hi'
+  DATA=$SCRATCH/proj
+  mkdir -p "$DATA/datasets/imgs/a" "$DATA/other"
+  printf 'one' >"$DATA/datasets/imgs/a/1.bin"
+  printf 'two!' >"$DATA/datasets/imgs/2.bin"
+  printf 'x,y\n' >"$DATA/datasets/labels.csv"
+}
+
+# staged ARGS...: submit with ARGS; fails on a non-zero exit. Sets output/stderr.
+staged() {
+  run --separate-stderr submitter --exp-name s "$@"
+  if [ "$status" -ne 0 ]; then
+    echo "status $status: $stderr"
+    return 1
+  fi
+}
+
+# archive: the one archive under .hpc_staging (fails when there is not exactly one).
+archive() {
+  local files=("$DATA"/.hpc_staging/*.tar*)
+  if [ "${#files[@]}" -ne 1 ] || [ ! -f "${files[0]}" ]; then
+    echo "archives: ${files[*]}" >&2
+    return 1
+  fi
+  printf '%s\n' "${files[0]}"
+}
+
+# listing DIR: what a staged tree holds (type, size, mode, path; contents), NUL-safe.
+listing() {
+  (cd "$1" && find datasets -printf '%y %s %m %p\0' | LC_ALL=C sort -z | sha256sum &&
+    find datasets -type f -print0 | LC_ALL=C sort -z | xargs -0 cat | sha256sum)
+}
+
+# extracted_listing: the listing of the archive once extracted.
+extracted_listing() {
+  local dir=$BATS_TEST_TMPDIR/x$RANDOM
+  mkdir -p "$dir"
+  tar -xf "$(archive)" -C "$dir"
+  listing "$dir"
+}
+
+# refused MESSAGE ARGS...: nothing submitted, nothing written, MESSAGE on stderr.
+refused() {
+  local message=$1
+  shift
+  run --separate-stderr submitter --exp-name s "$@"
+  if [ "$status" -eq 0 ] || [[ $stderr != *"$message"* ]]; then
+    echo "args: $* -> status $status, stderr: $stderr"
+    return 1
+  fi
+  [ "$(sbatch_calls)" -eq 0 ]
+  [ ! -e "$DATA/.hpc_staging" ] && [ ! -e "$DATA/hpc_outputs" ]
+}
+
+@test "--data builds one archive of the paths, relative, and the job script stages it" {
+  staged --data datasets/imgs datasets/labels.csv
+  [[ $stderr == *"data: building"* ]]
+  local a
+  a=$(archive)
+  [[ $a == "$DATA/.hpc_staging/"*.tar.zst ]]
+  [ "$(tar -tf "$a" | sort)" = "$(printf '%s\n' ./datasets/imgs/ ./datasets/imgs/2.bin ./datasets/imgs/a/ ./datasets/imgs/a/1.bin ./datasets/labels.csv | sort)" ]
+  local script=$SBATCH_STUB_LOG.script.1
+  grep -qx "export HPC_DATA_ARCHIVE='$a'" "$script"
+  # Space needed once extracted: 3 files and 2 folders of 4 KiB blocks.
+  grep -qx "export HPC_DATA_BYTES='20480'" "$script"
+  grep -q '^hpc_prepare_tmpdir ' "$script"
+  grep -q '^hpc_stage_data ' "$script"
+  # Nothing half-written is left, and the state names the archive.
+  [ -z "$(find "$DATA/.hpc_staging" -name '*.tmp.*')" ]
+  [ "$(cut -d' ' -f2 "$DATA"/.hpc_staging/*.state)" = "${a##*/}" ]
+}
+
+@test "an unchanged dataset reuses the archive; a changed, touched, added or removed file rebuilds it" {
+  staged --data datasets
+  local a inode
+  a=$(archive)
+  inode=$(stat -c %i "$a")
+  staged --data datasets
+  [[ $stderr == *"is up to date"*"reused (decided in "*" ms)"* ]]
+  [[ $stderr != *building* ]]
+  [ "$(stat -c %i "$a")" = "$inode" ]
+
+  printf 'TWO!' >"$DATA/datasets/imgs/2.bin" # same size, new content and time
+  staged --data datasets
+  [[ $stderr == *"data: building"* ]]
+  [ "$(extracted_listing)" = "$(listing "$DATA")" ]
+
+  touch -d '2001-01-01 00:00:01' "$DATA/datasets/labels.csv"
+  staged --data datasets
+  [[ $stderr == *"data: building"* ]]
+
+  printf 'new' >"$DATA/datasets/imgs/a/3.bin"
+  staged --data datasets
+  [[ $stderr == *"data: building"* ]]
+  [ "$(extracted_listing)" = "$(listing "$DATA")" ]
+
+  rm "$DATA/datasets/imgs/a/1.bin"
+  staged --data datasets
+  [[ $stderr == *"data: building"* ]]
+  [ "$(extracted_listing)" = "$(listing "$DATA")" ]
+  staged --data datasets
+  [[ $stderr == *reused* ]]
+  # One archive for this set of paths, whatever its history.
+  archive >/dev/null
+}
+
+@test "the same paths in another order or spelling share one archive; another set has its own" {
+  staged --data datasets/labels.csv datasets/imgs
+  staged --data ./datasets//imgs/ "$DATA/datasets/labels.csv" datasets/imgs
+  [[ $stderr == *reused* ]]
+  [ "$(find "$DATA/.hpc_staging" -name '*.tar.zst' | wc -l)" -eq 1 ]
+  staged --data datasets/imgs
+  [[ $stderr == *building* ]]
+  [ "$(find "$DATA/.hpc_staging" -name '*.tar.zst' | wc -l)" -eq 2 ]
+}
+
+@test "an absolute path through the real folder behind a linked \$SCRATCH is accepted" {
+  mv "$SCRATCH" "$BATS_TEST_TMPDIR/real_scratch"
+  ln -s "$BATS_TEST_TMPDIR/real_scratch" "$SCRATCH"
+  staged --data "$BATS_TEST_TMPDIR/real_scratch/proj/datasets/labels.csv"
+  tar -tf "$(archive)" | grep -qx ./datasets/labels.csv
+}
+
+@test "paths outside \$SCRATCH/<project>, with .., or missing are refused before submission" {
+  refused "--data '/etc/hosts' is outside $SCRATCH/proj" --data /etc/hosts
+  refused "--data '$SCRATCH/other' is outside" --data "$SCRATCH/other"
+  refused "--data 'datasets/../other' holds '..'" --data datasets/../other
+  refused "--data '../proj2' holds '..'" --data ../proj2
+  refused "names $SCRATCH/proj itself" --data .
+  refused "--data 'datasets/nope' not found: $SCRATCH/proj/datasets/nope does not exist" --data datasets/imgs datasets/nope
+  refused "toolkit's own folder" --data .hpc_staging
+  refused "--data 'datasets/imgs' is inside 'datasets': give only 'datasets'" --data datasets datasets/imgs
+  refused "--data 'datasets/imgs' is inside 'datasets': give only 'datasets'" --data datasets/imgs datasets
+  refused "a path holds a newline" --data $'datasets/a\nb'
+  refused "--data needs at least one path" --data
+}
+
+@test "symbolic links that lead out of \$SCRATCH/<project> are refused, wherever they are" {
+  mkdir -p "$BATS_TEST_TMPDIR/outside/sub"
+  echo secret >"$BATS_TEST_TMPDIR/outside/sub/f"
+  ln -s "$BATS_TEST_TMPDIR/outside" "$DATA/escape"
+  refused "--data 'escape' is a symbolic link" --data escape
+  refused "point outside $SCRATCH/proj" --data escape/sub
+  ln -s ../../../../../outside/sub/f "$DATA/datasets/imgs/a/link"
+  refused "1 symbolic link(s) inside the staged folders point outside" --data datasets/imgs
+  refused "datasets/imgs/a/link ->" --data datasets/imgs
+  # A link to data inside the project is not an escape: it is staged as a link.
+  rm "$DATA/datasets/imgs/a/link"
+  ln -s ../../labels.csv "$DATA/datasets/imgs/a/link"
+  staged --data datasets
+  tar -tvf "$(archive)" | grep -q '^l.* ./datasets/imgs/a/link -> ../../labels.csv$'
+}
+
+@test "entries that are not files, folders or links are refused" {
+  mkfifo "$DATA/datasets/imgs/pipe"
+  refused "1 entries are not files, folders or links" --data datasets
+}
+
+@test "hostile names inside staged folders and in --data paths arrive intact" {
+  local d="$DATA/my data/é ü 数据"
+  mkdir -p "$d/-dash dir" "$DATA/-odd"
+  printf 1 >"$d/with space.txt"
+  printf 2 >"$d/-leading dash"
+  printf 3 >"$d/"$'new\nline'
+  printf 4 >"$d/-dash dir/"$'tab\tand \\ back'
+  printf 5 >"$d/quote'\"\$(x)"
+  printf 6 >"$DATA/-odd/f"
+  staged --data "my data" "./-odd"
+  local x=$BATS_TEST_TMPDIR/x
+  mkdir -p "$x"
+  tar -xf "$(archive)" -C "$x"
+  diff -r "$DATA/my data" "$x/my data"
+  diff -r "$DATA/-odd" "$x/-odd"
+  [ "$(cat "$x/my data/é ü 数据/"$'new\nline')" = 3 ]
+}
+
+@test "compressor: zstd when there, else pigz, else plain tar; HPC_DATA_COMPRESS chooses" {
+  local bin=$BATS_TEST_TMPDIR/bin tool
+  mkdir -p "$bin"
+  for tool in /usr/local/bin/* /usr/bin/* /bin/*; do
+    case ${tool##*/} in zstd | pigz | sbatch) continue ;; esac
+    [[ -e $bin/${tool##*/} ]] || ln -s "$tool" "$bin/${tool##*/}"
+  done
+  ln -s "$REPO_ROOT/tests/helpers/stubs/sbatch" "$bin/sbatch"
+  PATH=$bin staged --data datasets
+  [[ $(archive) == *.tar ]]
+  tar -tf "$(archive)" | grep -qx ./datasets/labels.csv
+  ln -s /usr/bin/pigz "$bin/pigz"
+  PATH=$bin staged --data datasets
+  [[ $(archive) == *.tar.gz ]] # the .tar one was replaced
+  [ "$(gzip -dc "$(archive)" | tar -tf - | wc -l)" -eq 6 ]
+  HPC_DATA_COMPRESS=none staged --data datasets
+  [[ $(archive) == *.tar ]]
+  rm -rf "$DATA/.hpc_staging" "$DATA/hpc_outputs"
+  : >"$SBATCH_STUB_LOG"
+  HPC_DATA_COMPRESS=zstd PATH=$bin refused "HPC_DATA_COMPRESS=zstd, but zstd is not on PATH" --data datasets
+}
+
+@test "two submissions of the same data at once: one builds, the other waits and reuses" {
+  # A zstd that takes a second makes the two overlap for sure.
+  local bin=$BATS_TEST_TMPDIR/slow
+  mkdir -p "$bin"
+  printf '#!/bin/sh\nsleep 1\nexec /usr/bin/zstd "$@"\n' >"$bin/zstd"
+  chmod +x "$bin/zstd"
+  export PATH=$bin:$PATH
+  (cd "$PROJECT" && bash hpc_files/job_submitter.sh -e a --data datasets >"$BATS_TEST_TMPDIR/a.out" 2>&1) &
+  local pa=$!
+  (cd "$PROJECT" && bash hpc_files/job_submitter.sh -e b --data datasets >"$BATS_TEST_TMPDIR/b.out" 2>&1) &
+  local pb=$!
+  wait "$pa"
+  wait "$pb"
+  cat "$BATS_TEST_TMPDIR"/a.out "$BATS_TEST_TMPDIR"/b.out
+  [ "$(cat "$BATS_TEST_TMPDIR"/{a,b}.out | grep -c 'data: building')" -eq 1 ]
+  [ "$(cat "$BATS_TEST_TMPDIR"/{a,b}.out | grep -c 'another submission is building this archive; waiting')" -eq 1 ]
+  [ "$(cat "$BATS_TEST_TMPDIR"/{a,b}.out | grep -c 'reused')" -eq 1 ]
+  [ "$(sbatch_calls)" -eq 2 ]
+  [ "$(extracted_listing)" = "$(listing "$DATA")" ]
+  [ -z "$(find "$DATA/.hpc_staging" -name '*.tmp.*')" ]
+}
+
+@test "a failed archive build leaves no archive and submits nothing" {
+  local bin=$BATS_TEST_TMPDIR/bad
+  mkdir -p "$bin"
+  printf '#!/bin/sh\ncat >/dev/null; echo "zstd: disk full" >&2; exit 1\n' >"$bin/zstd"
+  chmod +x "$bin/zstd"
+  PATH=$bin:$PATH run --separate-stderr submitter --data datasets
+  [ "$status" -ne 0 ]
+  [[ $stderr == *"building $DATA/.hpc_staging/"*"failed"* ]]
+  [ "$(sbatch_calls)" -eq 0 ]
+  [ -z "$(find "$DATA/.hpc_staging" -name '*.tar*' -o -name '*.state')" ]
+}
+
+@test "--dry-run with --data judges the paths and writes nothing" {
+  run --separate-stderr submitter --dry-run --data datasets
+  [ "$status" -eq 0 ]
+  [[ $stderr == *"data: 1 path(s), 6 entries, 11 B; archive $DATA/.hpc_staging/"*".tar.zst would be built"* ]]
+  [[ $output == *"export HPC_DATA_ARCHIVE="* ]]
+  [ ! -e "$DATA/.hpc_staging" ]
+  staged --data datasets
+  run --separate-stderr submitter --dry-run --data datasets
+  [[ $stderr == *"is up to date (would be reused)"* ]]
+}
+
+@test "a large archive shows its progress on a terminal, and nothing when not on one" {
+  command -v script
+  HPC_DATA_PROGRESS_MIB=0 staged --data datasets
+  [[ $stderr != *archiving* ]]
+  rm -rf "$DATA/.hpc_staging"
+  local out=$BATS_TEST_TMPDIR/tty.out
+  # script(1) gives the submission a terminal.
+  HPC_DATA_PROGRESS_MIB=0 script -qec "cd '$PROJECT' && bash hpc_files/job_submitter.sh -e t --data datasets" "$out" >/dev/null
+  grep -q 'data: archiving [0-9]*%' "$out"
+  archive >/dev/null
+}
+
+@test "without --data the submission starts no staging process" {
+  local bin=$BATS_TEST_TMPDIR/spy tool
+  mkdir -p "$bin"
+  for tool in find tar zstd pigz sha256sum realpath mktemp flock awk; do
+    printf '#!/bin/sh\necho "%s $*" >>"%s"\nexit 1\n' "$tool" "$BATS_TEST_TMPDIR/spied" >"$bin/$tool"
+    chmod +x "$bin/$tool"
+  done
+  (cd "$PROJECT" && PATH=$bin:$PATH bash hpc_files/job_submitter.sh -e s 2>/dev/null)
+  [ ! -e "$BATS_TEST_TMPDIR/spied" ]
+  ! grep -q HPC_DATA "$SBATCH_STUB_LOG.script.1" || false
+}
+
+@test "--results-dir and --sync-every reach the job script; bad values are refused" {
+  staged --sync-every 0.5 --results-dir out/final
+  grep -qx "export HPC_SYNC_EVERY_S='30'" "$SBATCH_STUB_LOG.script.1"
+  grep -qx "export HPC_RESULTS_FOLDER='out/final'" "$SBATCH_STUB_LOG.script.1"
+  staged --sync-every=10 --sync-every 15
+  grep -qx "export HPC_SYNC_EVERY_S='900'" "$SBATCH_STUB_LOG.script.2"
+  ! grep -q HPC_RESULTS_FOLDER "$SBATCH_STUB_LOG.script.2" || false
+  # The defaults add nothing to the script.
+  staged --results-dir results
+  ! grep -q 'HPC_RESULTS_FOLDER\|HPC_SYNC_EVERY_S' "$SBATCH_STUB_LOG.script.3" || false
+  rm -rf "$DATA/hpc_outputs"
+  : >"$SBATCH_STUB_LOG"
+  refused "--sync-every 'x' is not a number of minutes" --sync-every x
+  refused "--sync-every '0' is shorter than a second" --sync-every 0
+  refused "--sync-every needs a results folder" --sync-every 5 --results-dir none
+  refused "--results-dir '../up' holds '..'" --results-dir ../up
+  refused "--results-dir '.' names no folder" --results-dir .
+}
+
+@test "--help documents the staging options" {
+  run submitter --help
+  local opt
+  for opt in --data --results-dir --sync-every; do
+    [[ $output == *"$opt"* ]] || { echo "missing $opt"; return 1; }
+  done
+}

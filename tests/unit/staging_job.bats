@@ -1,0 +1,133 @@
+#!/usr/bin/env bats
+# Job side of staging, on one node without Slurm: the job's own $SLURM_TMPDIR, the results
+# copied back (at the end, periodically, failures reported and failing the job), the
+# free-space check of the extraction. Multi-node behaviour: tests/integration/staging.bats.
+# shellcheck disable=SC2016 # the job code in single quotes is expanded by the job shell
+
+load ../helpers/common
+
+setup() {
+  hermetic_env
+  export scratch_dir=$BATS_TEST_TMPDIR/scratch/proj exp_name=e
+  export HPC_COMMANDS_FILE=$BATS_TEST_TMPDIR/commands
+  echo 'true' >"$HPC_COMMANDS_FILE"
+  export SLURM_JOB_ID=4242 SLURMD_NODENAME=nodeA SLURM_JOB_NUM_NODES=1 SLURM_JOB_USER=alice
+  export HPC_PROVIDES_TMPDIR=no HPC_LOCAL_SCRATCH=$BATS_TEST_TMPDIR/local/%n/%u
+  export HPC_LAUNCHER=none
+  OWN=$BATS_TEST_TMPDIR/local/nodeA/alice/hpc_job_4242
+  DEST=$scratch_dir/e/results
+}
+
+# job BODY: a batch shell that sources the runtime, takes the first steps, then runs BODY.
+job() {
+  run --separate-stderr bash -c 'source "$1/virtual_env_hpc_files/job_runtime.sh" || exit 9
+    hpc_job_begin; hpc_prepare_tmpdir; hpc_stage_data
+    eval "$2"' _ "$REPO_ROOT" "$1"
+}
+
+@test "without SLURM_TMPDIR the job makes hpc_job_<id> (mode 700), copies results back, removes it" {
+  job 'stat -c "%a %U" "$SLURM_TMPDIR"; echo "$SLURM_TMPDIR"; echo r >"$HPC_RESULTS_DIR/r.txt"; exit 0'
+  [ "$status" -eq 0 ]
+  [[ $output == *"700 $(id -un)"* ]]
+  [[ $output == *"$OWN"* ]]
+  [ "$(cat "$DEST/r.txt")" = r ]
+  [ ! -e "$OWN" ]
+  [[ $output == *"local scratch: removed the job's folder on 1 node(s)"* ]]
+}
+
+@test "a copy-back failure is in the log and fails a job that succeeded (exit 74)" {
+  mkdir -p "$scratch_dir/e"
+  echo 'not a folder' >"$DEST"
+  job 'echo r >"$HPC_RESULTS_DIR/r.txt"; exit 0'
+  [ "$status" -eq 74 ]
+  [[ $stderr == *"ERROR: results: copying $OWN/results to $DEST failed"* ]]
+  [[ $stderr == *"the program succeeded, but its results did not come back"* ]]
+  [ ! -e "$OWN" ]
+}
+
+@test "a failing program keeps its own exit code, results still come back" {
+  job 'echo partial >"$HPC_RESULTS_DIR/p.txt"; exit 3'
+  [ "$status" -eq 3 ]
+  [ "$(cat "$DEST/p.txt")" = partial ]
+  [ ! -e "$OWN" ]
+}
+
+@test "an array task copies to its own subfolder" {
+  printf 'true\ntrue\n' >"$HPC_COMMANDS_FILE"
+  SLURM_ARRAY_TASK_ID=1 SLURM_ARRAY_TASK_COUNT=2 job 'echo t1 >"$HPC_RESULTS_DIR/t.txt"'
+  [ "$status" -eq 0 ]
+  [ "$(cat "$DEST/task_1/t.txt")" = t1 ]
+}
+
+@test "an empty results folder copies nothing; --results-dir none has no results folder" {
+  job 'true'
+  [ "$status" -eq 0 ]
+  [ ! -e "$DEST" ]
+  HPC_RESULTS_FOLDER=none job 'echo "dir=${HPC_RESULTS_DIR:-unset}"'
+  [[ $output == *"dir=unset"* ]]
+  HPC_RESULTS_FOLDER=out/deep job 'echo x >"$HPC_RESULTS_DIR/x"; echo "dir=$HPC_RESULTS_DIR"'
+  [[ $output == *"dir=$OWN/out/deep"* ]]
+  [ "$(cat "$DEST/x")" = x ]
+}
+
+@test "--sync-every copies the results while the program still runs" {
+  HPC_SYNC_EVERY_S=1 job 'echo early >"$HPC_RESULTS_DIR/early.txt"
+    for i in $(seq 50); do [ -e "$scratch_dir/e/results/early.txt" ] && break; sleep 0.1; done
+    [ -e "$scratch_dir/e/results/early.txt" ] && echo "seen while running"'
+  [ "$status" -eq 0 ]
+  [[ $output == *"seen while running"* ]]
+}
+
+@test "a folder left by an earlier run of the job id is started afresh; a link there is refused" {
+  mkdir -p "$OWN/stale_xyz"
+  job 'ls -A "$SLURM_TMPDIR"'
+  [ "$status" -eq 0 ]
+  [[ $stderr == *"left from an earlier run"* ]]
+  [[ $output != *stale_xyz* ]]
+  mkdir -p "$BATS_TEST_TMPDIR/elsewhere"
+  ln -s "$BATS_TEST_TMPDIR/elsewhere" "$OWN"
+  job 'echo reached'
+  [ "$status" -ne 0 ]
+  [[ $stderr == *"cannot create $OWN"* ]]
+  [[ $output != *reached* ]]
+  [ -d "$BATS_TEST_TMPDIR/elsewhere" ]
+}
+
+@test "Slurm's SLURM_TMPDIR is used when the profile says it is provided, and not removed" {
+  mkdir -p "$BATS_TEST_TMPDIR/slurm_tmp"
+  HPC_PROVIDES_TMPDIR=yes SLURM_TMPDIR=$BATS_TEST_TMPDIR/slurm_tmp job 'echo "tmp=$SLURM_TMPDIR"; echo r >"$HPC_RESULTS_DIR/r"'
+  [ "$status" -eq 0 ]
+  [[ $output == *"tmp=$BATS_TEST_TMPDIR/slurm_tmp"* ]]
+  [ -d "$BATS_TEST_TMPDIR/slurm_tmp/results" ]
+  [ ! -e "$BATS_TEST_TMPDIR/local" ]
+  # Provided in the profile but missing in the job: the job makes its own, and says so.
+  HPC_PROVIDES_TMPDIR=yes job 'echo "tmp=$SLURM_TMPDIR"'
+  [[ $output == *"WARNING: the cluster profile says Slurm sets SLURM_TMPDIR"* ]]
+  [[ $output == *"tmp=$OWN"* ]]
+}
+
+@test "data: extracted into \$SLURM_TMPDIR with its relative paths; too little disk fails at once" {
+  mkdir -p "$BATS_TEST_TMPDIR/src/ds/sub"
+  echo 1 >"$BATS_TEST_TMPDIR/src/ds/sub/f"
+  tar -cf - -C "$BATS_TEST_TMPDIR/src" ./ds | zstd -q -c >"$BATS_TEST_TMPDIR/a.tar.zst"
+  HPC_DATA_ARCHIVE=$BATS_TEST_TMPDIR/a.tar.zst HPC_DATA_BYTES=8192 job 'cat "$SLURM_TMPDIR/ds/sub/f"'
+  [ "$status" -eq 0 ]
+  grep -qx 1 <<<"$output"
+  [[ $output == *"data: a.tar.zst (8.0 KiB) extracted into \$SLURM_TMPDIR on 1 node(s)"* ]]
+  HPC_DATA_ARCHIVE=$BATS_TEST_TMPDIR/a.tar.zst HPC_DATA_BYTES=$((1 << 60)) job 'echo started'
+  [ "$status" -ne 0 ]
+  [[ $stderr == *"not enough local disk for the --data: it needs 1024.0 PiB, $OWN has"*"free"* ]]
+  [[ $output != *started* ]]
+  [ ! -e "$OWN" ]
+  HPC_DATA_ARCHIVE=$BATS_TEST_TMPDIR/gone.tar.zst job 'echo started'
+  [ "$status" -ne 0 ]
+  [[ $stderr == *"the --data archive $BATS_TEST_TMPDIR/gone.tar.zst is missing"* ]]
+}
+
+@test "only hpc_job_<id> folders are ever removed" {
+  mkdir -p "$BATS_TEST_TMPDIR/keep"
+  run bash -c 'source "$1/virtual_env_hpc_files/node_tmpdir.sh"; hpc_node_remove_tmpdir "$2"' _ "$REPO_ROOT" "$BATS_TEST_TMPDIR/keep"
+  [ "$status" -eq 1 ]
+  [[ $output == *"refusing to remove"* ]]
+  [ -d "$BATS_TEST_TMPDIR/keep" ]
+}

@@ -1,0 +1,160 @@
+#!/bin/bash
+# The per-node half of staging.sh: this node's job folder and data. Run as one srun task
+# per node, or sourced by staging.sh for the same functions on the batch node:
+#   node_tmpdir.sh keep BATCH_NODE BATCH_PID   make this node's own $SLURM_TMPDIR, print
+#                                              "ready NODE STEP_ID", hold it until SIGTERM
+#                                              (job end, scancel, time limit) or SIGINT
+#                                              (the batch shell is done), remove it
+#   node_tmpdir.sh extract ARCHIVE BYTES       extract the --data archive into this node's
+#                                              $SLURM_TMPDIR, after checking its free space
+# Own folders are named <HPC_LOCAL_SCRATCH, %n and %u expanded>/hpc_job_<SLURM_JOB_ID>,
+# mode 700 (plai_cleanups/ relies on that name). Messages go to stderr (the job's log).
+
+_node_name() { printf '%s' "${SLURMD_NODENAME:-${HOSTNAME:-?}}"; }
+
+_node_log() {
+  printf '[hpc %(%F %T)T %s] %s\n' -1 "$(_node_name)" "$*" >&2
+}
+
+_node_error() {
+  printf '[hpc %(%F %T)T %s] ERROR: %s\n' -1 "$(_node_name)" "$*" >&2
+}
+
+# hpc_human_bytes_to VAR BYTES: "8.0 KiB", "1.5 GiB".
+hpc_human_bytes_to() {
+  local -n _hb=$1
+  local b=$2 unit=0 units=(B KiB MiB GiB TiB PiB)
+  while ((b >= 1048576 && unit < 4)); do
+    b=$((b / 1024)) unit=$((unit + 1))
+  done
+  if ((b >= 1024)); then
+    b=$((b * 10 / 1024))
+    _hb="$((b / 10)).$((b % 10)) ${units[unit + 1]}"
+  elif ((unit == 0)); then
+    _hb="$b B"
+  else
+    _hb="$b ${units[unit]}"
+  fi
+}
+
+# hpc_node_tmpdir_to VAR: this node's $SLURM_TMPDIR: the job's own folder when the job
+# makes one (HPC_TMPDIR_PATTERN, %n = this node), else the one Slurm set.
+hpc_node_tmpdir_to() {
+  local -n _nd=$1
+  if [[ -n ${HPC_TMPDIR_PATTERN:-} ]]; then
+    _nd=${HPC_TMPDIR_PATTERN//%n/$(_node_name)}
+  else
+    _nd=${SLURM_TMPDIR:-}
+  fi
+}
+
+# hpc_node_make_tmpdir DIR: create DIR (mode 700) and its parent. A DIR left by an earlier
+# run of the same job id (a requeue cut short) is emptied; one that is not ours is refused.
+hpc_node_make_tmpdir() {
+  local dir=$1
+  mkdir -p -- "${dir%/*}" 2>/dev/null || {
+    _node_error "cannot create the local scratch folder ${dir%/*} (HPC_LOCAL_SCRATCH in the cluster profile): is that disk on this node and writable?"
+    return 1
+  }
+  mkdir -m 700 -- "$dir" 2>/dev/null && return 0
+  if [[ -d $dir && ! -L $dir && -O $dir ]]; then
+    _node_log "$dir is left from an earlier run of this job: starting it afresh"
+    hpc_node_remove_tmpdir "$dir" && mkdir -m 700 -- "$dir" && return 0
+  fi
+  _node_error "cannot create $dir (it exists and is not this job's folder, or the disk refused): the job stops"
+  return 1
+}
+
+# hpc_node_remove_tmpdir DIR: remove a job folder (only a hpc_job_<id> folder), even when
+# the program left read-only folders in it. A link is removed, never followed.
+hpc_node_remove_tmpdir() {
+  local dir=$1
+  [[ ${dir##*/} =~ ^hpc_job_[0-9]+$ ]] || {
+    _node_error "refusing to remove $dir: not a job folder (hpc_job_<id>)"
+    return 1
+  }
+  [[ -e $dir || -L $dir ]] || return 0
+  rm -rf -- "$dir" 2>/dev/null && return 0
+  chmod -R u+rwx -- "$dir" 2>/dev/null
+  rm -rf -- "$dir" && return 0
+  _node_error "could not remove $dir"
+  return 1
+}
+
+# hpc_node_extract DIR ARCHIVE BYTES: extract ARCHIVE into DIR, keeping its relative paths,
+# when the disk has BYTES free (the space the data takes once extracted).
+hpc_node_extract() {
+  local dir=$1 archive=$2 bytes=${3:-0} avail need have
+  [[ -n $dir && -d $dir ]] || {
+    _node_error "no \$SLURM_TMPDIR folder on this node (${dir:-unset}): cannot stage the data"
+    return 1
+  }
+  avail=$(df -Pk -- "$dir" | awk 'NR == 2 { print $4 }')
+  if [[ $avail =~ ^[0-9]+$ ]] && ((avail * 1024 < bytes)); then
+    hpc_human_bytes_to need "$bytes"
+    hpc_human_bytes_to have "$((avail * 1024))"
+    _node_error "not enough local disk for the --data: it needs $need, $dir has $have free. Stage less data, or ask for nodes with a larger local disk"
+    return 1
+  fi
+  local opts=()
+  case $archive in
+    *.tar.zst)
+      command -v zstd >/dev/null || {
+        _node_error "zstd is not installed on this node, and $archive needs it: submit with HPC_DATA_COMPRESS=pigz (or none) in the environment"
+        return 1
+      }
+      opts=(--use-compress-program=zstd)
+      ;;
+    *.tar.gz)
+      if command -v pigz >/dev/null; then opts=(--use-compress-program=pigz); else opts=(-z); fi
+      ;;
+  esac
+  tar -x -f "$archive" "${opts[@]}" -C "$dir" || {
+    _node_error "extracting $archive into $dir failed (tar's message is above)"
+    return 1
+  }
+}
+
+# hpc_node_keep BATCH_NODE BATCH_PID: the per-node keeper task (see the header).
+hpc_node_keep() {
+  local batch_node=$1 batch_pid=$2 dir node stop=0 nap=""
+  node=$(_node_name)
+  hpc_node_tmpdir_to dir
+  # Slurm sends the wall-time warning (SIGUSR1) to every step: it is not for the keeper.
+  trap '' USR1 USR2 HUP PIPE ALRM
+  if ! hpc_node_make_tmpdir "$dir"; then
+    printf 'error %s\n' "$node" # the batch shell stops at once instead of waiting
+    exit 1
+  fi
+  trap 'stop=1; [[ -z $nap ]] || kill "$nap" 2>/dev/null' TERM INT
+  printf 'ready %s %s\n' "$node" "${SLURM_STEP_ID:-?}"
+  while ((stop == 0)); do
+    sleep 3600 &
+    nap=$!
+    wait "$nap"
+  done
+  if [[ $node == "$batch_node" ]]; then
+    # The batch shell copies the results out of this folder first, then removes it.
+    while [[ -e $dir ]] && kill -0 "$batch_pid" 2>/dev/null; do
+      sleep 0.1
+    done
+  fi
+  hpc_node_remove_tmpdir "$dir" || exit 1
+}
+
+_hpc_node_main() {
+  local dir
+  case ${1:-} in
+    keep) hpc_node_keep "${2:?batch node}" "${3:?batch pid}" ;;
+    extract)
+      hpc_node_tmpdir_to dir
+      hpc_node_extract "$dir" "${2:?archive}" "${3:-0}"
+      ;;
+    *)
+      echo "usage: node_tmpdir.sh keep BATCH_NODE BATCH_PID | extract ARCHIVE BYTES" >&2
+      return 2
+      ;;
+  esac
+}
+
+[[ ${BASH_SOURCE[0]} != "$0" ]] || _hpc_node_main "$@"

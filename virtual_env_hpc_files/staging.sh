@@ -1,0 +1,232 @@
+# shellcheck shell=bash
+# Job side of node-local scratch, sourced by job_runtime.sh (the batch shell, first node):
+#   hpc_prepare_tmpdir  $SLURM_TMPDIR on every node: Slurm's, or on clusters without one
+#                       (HPC_PROVIDES_TMPDIR=no) the job's own folder, made on every node
+#                       and removed on every node at the end (success, failure, scancel,
+#                       time limit); the results folder $HPC_RESULTS_DIR
+#   hpc_stage_data      the --data archive extracted into $SLURM_TMPDIR once per node,
+#                       all nodes at once (one srun step, one task per node)
+#   hpc_results_sync    copy $HPC_RESULTS_DIR to $HPC_RESULTS_DEST (shared scratch); run at
+#                       the end (exit hook), on SIGTERM (the exit hooks), every --sync-every
+#   hpc_tmpdir_cleanup  remove the job's own folders on every node (last exit hook)
+# Multi-node jobs without SLURM_TMPDIR hold their folders with a keeper task per node
+# (node_tmpdir.sh keep, srun --overlap): after a scancel Slurm refuses new steps, but the
+# keepers already run, get SIGTERM, and remove their node's folder.
+# The batch shell has background helpers (keepers, the sync loop): never `wait` bare.
+
+# shellcheck source=virtual_env_hpc_files/node_tmpdir.sh
+source "${BASH_SOURCE[0]%/*}/node_tmpdir.sh"
+HPC_NODE_SCRIPT=${BASH_SOURCE[0]%/*}/node_tmpdir.sh
+
+# Exit code of a job whose program succeeded but whose results could not be copied back.
+HPC_EXIT_RESULTS_LOST=74
+# Seconds to wait for the keepers to start, and to remove their folders at the end.
+HPC_KEEPER_TIMEOUT=${HPC_KEEPER_TIMEOUT:-120}
+HPC_KEEPER_PID="" HPC_KEEPER_STEP="" HPC_KEEPER_FD="" HPC_SYNC_PID="" HPC_OWN_TMPDIR=""
+
+_hpc_error() {
+  printf '[hpc %(%F %T)T %s] ERROR: %s\n' -1 "${SLURMD_NODENAME:-${HOSTNAME:-?}}" "$*" >&2
+}
+
+# _hpc_seconds_since T0: seconds since EPOCHREALTIME T0, with two decimals.
+_hpc_seconds_since() {
+  local ms=$(((${EPOCHREALTIME/[.,]/} - ${1/[.,]/}) / 1000))
+  printf '%d.%02d' $((ms / 1000)) $((ms % 1000 / 10))
+}
+
+# hpc_prepare_tmpdir: $SLURM_TMPDIR on every node, the results folder, their exit hooks.
+hpc_prepare_tmpdir() {
+  if [[ ${HPC_PROVIDES_TMPDIR:-no} == yes && -n ${SLURM_TMPDIR:-} && -d ${SLURM_TMPDIR:-} ]]; then
+    hpc_log "local scratch: \$SLURM_TMPDIR=$SLURM_TMPDIR (made by Slurm on every node)"
+  else
+    [[ ${HPC_PROVIDES_TMPDIR:-no} != yes ]] ||
+      hpc_log "WARNING: the cluster profile says Slurm sets SLURM_TMPDIR, but it is '${SLURM_TMPDIR:-}' here: the job makes its own (set HPC_PROVIDES_TMPDIR=no in the profile)"
+    _hpc_own_tmpdirs
+  fi
+  export SLURM_TMPDIR
+  _hpc_results_setup
+}
+
+# _hpc_own_tmpdirs: the job's own folder on every node (see node_tmpdir.sh).
+_hpc_own_tmpdirs() {
+  local nodes=${SLURM_JOB_NUM_NODES:-1} base=${HPC_LOCAL_SCRATCH:-/tmp}
+  base=${base//%u/${SLURM_JOB_USER:-${USER:-$(id -un)}}}
+  [[ $base == /* ]] ||
+    hpc_fail "HPC_LOCAL_SCRATCH '$HPC_LOCAL_SCRATCH' is not an absolute path: fix the cluster profile"
+  export HPC_TMPDIR_PATTERN=${base%/}/hpc_job_${SLURM_JOB_ID:?}
+  hpc_node_tmpdir_to SLURM_TMPDIR
+  HPC_OWN_TMPDIR=$SLURM_TMPDIR
+  # Registered first: a failure half-way still removes whatever was made.
+  HPC_LAST_EXIT_HOOKS+=(hpc_tmpdir_cleanup)
+  if ((nodes > 1)); then
+    _hpc_start_keepers "$nodes"
+  else
+    hpc_node_make_tmpdir "$SLURM_TMPDIR" || hpc_fail "could not make the job's local scratch folder"
+  fi
+  hpc_log "local scratch: \$SLURM_TMPDIR=$SLURM_TMPDIR (made by the job on $nodes node(s), removed at its end)"
+}
+
+# _hpc_start_keepers NODES: one keeper per node; returns once every node has its folder.
+_hpc_start_keepers() {
+  local nodes=$1 i line
+  exec {HPC_KEEPER_FD}< <(exec srun --overlap --job-name=hpc-tmpdir --nodes="$nodes" \
+    --ntasks="$nodes" --ntasks-per-node=1 --cpus-per-task=1 \
+    bash "$HPC_NODE_SCRIPT" keep "${SLURMD_NODENAME:-}" "$$" </dev/null)
+  HPC_KEEPER_PID=$!
+  for ((i = 0; i < nodes; i++)); do
+    line=""
+    IFS= read -r -t "$HPC_KEEPER_TIMEOUT" -u "$HPC_KEEPER_FD" line || true
+    [[ -z ${HPC_SIGNALLED:-} ]] || hpc_fail "the job was signalled ($HPC_SIGNALLED) while making its local scratch folders"
+    [[ $line == "ready "* ]] ||
+      hpc_fail "could not make the job's local scratch folder on every node (${i} of $nodes ready; srun's or the node's message is above; this needs srun --overlap, Slurm 20.11 or later)"
+    HPC_KEEPER_STEP=${line##* }
+  done
+}
+
+# _hpc_stop_keepers: SIGINT to the keeper step (SIGTERM would make slurmstepd log the step
+# as cancelled); wait until its tasks removed their folders.
+_hpc_stop_keepers() {
+  local waited=0 limit=$((HPC_KEEPER_TIMEOUT * 10))
+  [[ -n $HPC_KEEPER_PID ]] || return 0
+  [[ ! $HPC_KEEPER_STEP =~ ^[0-9]+$ ]] ||
+    scancel --signal=INT "${SLURM_JOB_ID:?}.$HPC_KEEPER_STEP" 2>/dev/null || true
+  while kill -0 "$HPC_KEEPER_PID" 2>/dev/null && ((waited++ < limit)); do
+    sleep 0.1
+  done
+  exec {HPC_KEEPER_FD}<&-
+  if kill -0 "$HPC_KEEPER_PID" 2>/dev/null; then
+    _hpc_error "the per-node folder keepers did not end within $HPC_KEEPER_TIMEOUT s; Slurm stops them at the job's end"
+    return 1
+  fi
+  HPC_KEEPER_PID=""
+}
+
+# hpc_tmpdir_cleanup: remove the job's own folders, here and on the other nodes (their
+# keepers do it). Results are copied back before (an earlier exit hook). Returns non-zero
+# when a folder could not be removed.
+hpc_tmpdir_cleanup() {
+  [[ -n $HPC_OWN_TMPDIR ]] || return 0
+  local rc=0
+  cd / || true # the shell must not sit in the folder it removes
+  hpc_node_remove_tmpdir "$HPC_OWN_TMPDIR" || rc=1
+  _hpc_stop_keepers || rc=1
+  ((rc)) || hpc_log "local scratch: removed the job's folder on ${SLURM_JOB_NUM_NODES:-1} node(s)"
+  HPC_OWN_TMPDIR=""
+  return "$rc"
+}
+
+# _hpc_results_setup: HPC_RESULTS_DIR (from HPC_RESULTS_FOLDER: relative to $SLURM_TMPDIR,
+# absolute, or none), HPC_RESULTS_DEST, the final copy and the periodic one.
+_hpc_results_setup() {
+  local folder=${HPC_RESULTS_FOLDER:-results}
+  if [[ $folder == none ]]; then
+    unset HPC_RESULTS_DIR HPC_RESULTS_DEST
+    return 0
+  fi
+  [[ $folder == /* ]] || folder=$SLURM_TMPDIR/$folder
+  export HPC_RESULTS_DIR=$folder
+  if [[ -n ${SLURM_ARRAY_TASK_ID:-} ]]; then
+    export HPC_RESULTS_DEST=$HPC_EXP_DIR/results/task_$HPC_TASK_INDEX
+  else
+    export HPC_RESULTS_DEST=$HPC_EXP_DIR/results
+  fi
+  mkdir -p -- "$HPC_RESULTS_DIR" || hpc_fail "cannot create the results folder $HPC_RESULTS_DIR"
+  HPC_EXIT_HOOKS+=(hpc_results_final)
+  local every=""
+  if ((${HPC_SYNC_EVERY_S:-0} > 0)); then
+    _hpc_sync_loop &
+    HPC_SYNC_PID=$!
+    every=" and every ${HPC_SYNC_EVERY_S} s"
+  fi
+  hpc_log "results: \$HPC_RESULTS_DIR=$HPC_RESULTS_DIR is copied to $HPC_RESULTS_DEST at the end$every"
+}
+
+# _hpc_sync_loop: the periodic copy (a background subshell of the batch shell).
+_hpc_sync_loop() {
+  local nap=""
+  trap '' USR1 INT
+  trap '[[ -z $nap ]] || kill "$nap" 2>/dev/null; exit 0' TERM
+  while :; do
+    sleep "$HPC_SYNC_EVERY_S" &
+    nap=$!
+    wait "$nap"
+    hpc_results_sync || true
+  done
+}
+
+# hpc_results_sync: copy the results folder to shared scratch now (rsync -a, else cp -a;
+# nothing is deleted there). Safe to call at any time, also from a signal handler: copies
+# never overlap. Returns non-zero (and says why in the log) when the copy failed.
+hpc_results_sync() {
+  local src=${HPC_RESULTS_DIR:-} dest=${HPC_RESULTS_DEST:-} rc=0 out t0=$EPOCHREALTIME
+  [[ -n $src && -n $dest ]] || return 0
+  if [[ ! -d $src ]]; then
+    hpc_log "results: $src is not there: nothing to copy"
+    return 0
+  fi
+  # An empty folder makes no empty copy in scratch.
+  [[ -n $(find "$src" -mindepth 1 -print -quit 2>/dev/null) ]] || return 0
+  local copy=(cp -a -- "$src/." "$dest/") lock=()
+  command -v rsync >/dev/null && copy=(rsync -a -- "$src/" "$dest/")
+  command -v flock >/dev/null && lock=(flock "${SLURM_TMPDIR:-/tmp}/.hpc_results.lock")
+  out=$(mkdir -p -- "$dest" 2>&1 && "${lock[@]}" "${copy[@]}" 2>&1) || rc=$?
+  if ((rc != 0)); then
+    _hpc_error "results: copying $src to $dest failed (${copy[0]} exit $rc): ${out:0:2000}"
+    return 1
+  fi
+  hpc_log "results: copied to $dest in $(_hpc_seconds_since "$t0") s"
+}
+
+# hpc_results_final RC: exit hook: stop the periodic copy, copy one last time. When that
+# fails after a successful program, the job fails (exit $HPC_EXIT_RESULTS_LOST).
+hpc_results_final() {
+  local rc=${1:-0}
+  if [[ -n $HPC_SYNC_PID ]]; then
+    kill "$HPC_SYNC_PID" 2>/dev/null
+    wait "$HPC_SYNC_PID" 2>/dev/null
+    HPC_SYNC_PID=""
+  fi
+  hpc_results_sync && return 0
+  if ((rc == 0)); then
+    HPC_EXIT_CODE=$HPC_EXIT_RESULTS_LOST
+    _hpc_error "the program succeeded, but its results did not come back to $HPC_RESULTS_DEST: the job fails with exit code $HPC_EXIT_RESULTS_LOST"
+  fi
+  return 1
+}
+
+# hpc_stage_data: extract the --data archive into $SLURM_TMPDIR, once per node, on every
+# node at once. The job fails here (before the program starts) when a node lacks space.
+hpc_stage_data() {
+  [[ -n ${HPC_DATA_ARCHIVE:-} ]] || return 0
+  [[ -z ${HPC_SIGNALLED:-} ]] || return 0 # the job is ending: the program will not start
+  [[ -f $HPC_DATA_ARCHIVE && -r $HPC_DATA_ARCHIVE ]] ||
+    hpc_fail "the --data archive $HPC_DATA_ARCHIVE is missing (was $scratch_dir/.hpc_staging cleaned up while the job waited?): submit again"
+  local nodes=${SLURM_JOB_NUM_NODES:-1} t0=$EPOCHREALTIME rc=0 size
+  hpc_human_bytes_to size "${HPC_DATA_BYTES:-0}"
+  if ((nodes > 1)); then
+    srun --overlap --job-name=hpc-stage --nodes="$nodes" --ntasks="$nodes" --ntasks-per-node=1 \
+      --cpus-per-task="${SLURM_CPUS_PER_TASK:-1}" --kill-on-bad-exit=1 \
+      bash "$HPC_NODE_SCRIPT" extract "$HPC_DATA_ARCHIVE" "${HPC_DATA_BYTES:-0}" </dev/null &
+  else
+    hpc_node_extract "$SLURM_TMPDIR" "$HPC_DATA_ARCHIVE" "${HPC_DATA_BYTES:-0}" </dev/null &
+  fi
+  hpc_wait_child "$!" || rc=$?
+  ((rc == 0)) ||
+    hpc_fail "data: staging into \$SLURM_TMPDIR failed on $nodes node(s) (exit $rc; the node's message is above)"
+  hpc_log "data: ${HPC_DATA_ARCHIVE##*/} ($size) extracted into \$SLURM_TMPDIR on $nodes node(s) in $(_hpc_seconds_since "$t0") s"
+}
+
+# hpc_hooks_before_kill: after a SIGTERM that ends the job (scancel, time limit), Slurm
+# kills every process KillWait seconds later. The program gets the first half of that
+# to exit; then the exit hooks (results copy, folder removal) run at once, while there is
+# still time, instead of after a program that may never end. Called by the TERM handler.
+hpc_hooks_before_kill() {
+  local kill_wait t0=${EPOCHREALTIME/[.,]/}
+  kill_wait=$(scontrol show config 2>/dev/null | awk '$1 == "KillWait" { print $3 + 0 }')
+  [[ $kill_wait =~ ^[0-9]+$ ]] && ((kill_wait > 0)) || kill_wait=30
+  while [[ -n ${HPC_CHILD_PID:-} ]] && kill -0 "$HPC_CHILD_PID" 2>/dev/null &&
+    ((${EPOCHREALTIME/[.,]/} - t0 < kill_wait * 500000)); do
+    sleep 0.1
+  done
+  hpc_run_exit_hooks_now 143
+}

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
+from pathlib import Path
 
 from hpc_toolkit.requeue import RequeueSignal, checkpoint_dir, restart_count, save_atomic
 
@@ -30,6 +32,11 @@ def main() -> int:
     state = json.loads(ckpt.read_text()) if ckpt.exists() else {"step": 0, "value": 0.0}
     attempt = restart_count() + 1
     print(f"[train] attempt {attempt} starts at step {state['step']}", flush=True)
+    # Results (plots, metrics, samples) go to $HPC_RESULTS_DIR on fast local disk; hpc_files
+    # copies that folder to shared scratch at the end of every attempt.
+    results = Path(os.environ.get("HPC_RESULTS_DIR", "results"))
+    results.mkdir(parents=True, exist_ok=True)
+    (results / f"attempt_{attempt}.txt").write_text(f"started at step {state['step']}\n")
 
     with open(checkpoint_dir() / "progress.log", "a", encoding="utf-8") as progress:
         while state["step"] < args.steps:

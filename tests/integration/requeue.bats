@@ -138,3 +138,17 @@ PY
   [ "$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["step"], d["attempts"])' "$ck/task_1/done.json")" = "30 2" ]
   [ "$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["step"], d["attempts"])' "$ck/task_0/done.json")" = "30 1" ]
 }
+
+@test "(f) results written before the warning are in shared scratch after the rerun" {
+  printf 'python examples/requeue_train.py --steps 30 --step-sleep 0.2\n' >"$PROJECT/experiment_configurations.txt"
+  submit --exp-name rqres --time 10
+  local ck=$SCRATCH/proj/rqres/checkpoints
+  wait_for_line "$ck/progress.log" '^1 5$' 120
+  scancel --batch --signal=USR1 "$JOB_ID"
+  wait_job "$JOB_ID" 180
+  [ "$(attempts "$JOB_ID")" = $'REQUEUED|0:0\nCOMPLETED|0:0' ]
+  # Attempt 1 wrote its file on node-local disk before the warning; attempt 2 ran with a
+  # fresh local folder: both files are in the results on shared scratch.
+  [ "$(cat "$SCRATCH/proj/rqres/results/attempt_1.txt")" = "started at step 0" ]
+  grep -qE '^started at step [1-9]' "$SCRATCH/proj/rqres/results/attempt_2.txt"
+}

@@ -256,7 +256,7 @@ hpc_container_prepare() {
   [[ -e $HPC_CONTAINER ]] ||
     hpc_container_fail "container image $HPC_CONTAINER not found on node ${SLURMD_NODENAME:-?} (moved or deleted since submission? is it on a filesystem the nodes see?)"
   kind=$(hpc_container_image_kind "$HPC_CONTAINER") ||
-    hpc_container_fail "$HPC_CONTAINER is not a Singularity/Apptainer image (no SIF header, not a sandbox folder): build one with '$runtime build', see README.md, "Containers""
+    hpc_container_fail "$HPC_CONTAINER is not a Singularity/Apptainer image (no SIF header, not a sandbox folder): build one with '$runtime build', see README.md, 'Containers'"
   # --no-mount (Singularity 3.7+, Apptainer) lets the job's local folder be /tmp inside.
   if "$runtime" exec --help 2>/dev/null | grep -q -- '--no-mount'; then
     export HPC_CONTAINER_NO_MOUNT=yes

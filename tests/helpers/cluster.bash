@@ -41,7 +41,7 @@ submit() {
   JOB_ID=$(sed -n 's/^Submitted batch job \([0-9]*\).*/\1/p' <<<"$output" | tail -1)
   [[ -n $JOB_ID ]] || { echo "no job id in: $output" >&2; return 1; }
   # An array: how many task rows sacct must show before the job counts as recorded.
-  JOB_TASKS=$(sed -n 's/^Submitted batch job [0-9]* (array of \([0-9]*\) tasks.*/\1/p' <<<"$output" | tail -1)
+  JOB_TASKS=$(sed -n 's/^Submitted batch job [0-9]* (array of \([0-9]*\) task.*/\1/p' <<<"$output" | tail -1)
   JOB_TASKS=${JOB_TASKS:-1}
 }
 
@@ -50,13 +50,13 @@ job_states() {
   sacct -X -n -P -j "$1" -o JobID,State,ExitCode 2>/dev/null
 }
 
-# wait_job ID [TIMEOUT_S]: until the job (every array task) has left the queue and sacct
+# wait_job ID [TIMEOUT_S] [ROWS]: until the job (every array task) has left the queue and sacct
 # has its final record. slurmdbd gets the records a few seconds after the queue empties;
 # until then an array is one row and the partition is blank, so for the job `submit` made
 # the rows of all its array tasks are awaited. Fails on timeout.
 wait_job() {
-  local id=$1 timeout=${2:-120} start=$SECONDS states rows=1
-  [[ $id != "${JOB_ID:-}" ]] || rows=${JOB_TASKS:-1}
+  local id=$1 timeout=${2:-120} start=$SECONDS states rows=${3:-1}
+  [[ -n ${3:-} || $id != "${JOB_ID:-}" ]] || rows=${JOB_TASKS:-1}
   while ((SECONDS - start < timeout)); do
     if [[ -z $(squeue -h -j "$id" -o %i 2>/dev/null) ]]; then
       states=$(sacct -X -n -P -j "$id" -o Partition,State 2>/dev/null)

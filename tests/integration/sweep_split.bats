@@ -46,9 +46,10 @@ EOF
   [[ ${lines[1]} == *"(array of 1001 task(s): 1001-2001 as array indices 0-1000)" ]]
   [[ ${lines[2]} == *"(array of 498 task(s): 2002-2499 as array indices 0-497)" ]]
   dir=$SCRATCH/proj/sweeps/$(sed -n 's/^Offline sweep \([a-z0-9]*\) .*/\1/p' <<<"$output")
-  for id in "${ids[@]}"; do
-    wait_job "$id" 1200
-  done
+  # Each array's task records, all of them (sacct gets them a few seconds after the queue).
+  wait_job "${ids[0]}" 1200 1001
+  wait_job "${ids[1]}" 1200 1001
+  wait_job "${ids[2]}" 1200 498
   [ "$(for id in "${ids[@]}"; do job_states "$id"; done | grep -c '|COMPLETED|0:0$')" -eq 2500 ]
   # Every point once, with the values W&B's grid search gives that point.
   PYTHONPATH=$REPO_ROOT/python "$REPO_ROOT/.venv/bin/python" -W ignore -c '

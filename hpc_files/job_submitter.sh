@@ -73,13 +73,7 @@ HPC_PROG=job_submitter.sh
 HPC_CONFIRM_ABOVE=${HPC_CONFIRM_ABOVE:-100}
 
 usage() {
-  local line
-  while IFS= read -r line; do
-    [[ $line == '#!'* ]] && continue
-    [[ $line == '#'* ]] || break
-    line=${line#\#}
-    printf '%s\n' "${line# }"
-  done <"${BASH_SOURCE[0]}"
+  print_usage_header "${BASH_SOURCE[0]}"
 }
 
 # confirm_large_array N: on a terminal, ask before submitting N tasks (never blocks a

@@ -34,13 +34,7 @@ CLEANUP_MIN_EVERY_S=600
 CLEANUP_MAX_EVERY_S=$((366 * 86400))
 
 usage() {
-  local line
-  while IFS= read -r line; do
-    [[ $line == '#!'* ]] && continue
-    [[ $line == '#'* ]] || break
-    line=${line#\#}
-    printf '%s\n' "${line# }"
-  done <"${BASH_SOURCE[0]}"
+  print_usage_header "${BASH_SOURCE[0]}"
 }
 
 # This folder and the toolkit beside it, found from this file so it runs from anywhere.

@@ -20,22 +20,9 @@ _node_error() {
   printf '[hpc %(%F %T)T %s] ERROR: %s\n' -1 "$(_node_name)" "$*" >&2
 }
 
-# hpc_human_bytes_to VAR BYTES: "8.0 KiB", "1.5 GiB".
-hpc_human_bytes_to() {
-  local -n _hb=$1
-  local b=$2 unit=0 units=(B KiB MiB GiB TiB PiB)
-  while ((b >= 1048576 && unit < 4)); do
-    b=$((b / 1024)) unit=$((unit + 1))
-  done
-  if ((b >= 1024)); then
-    b=$((b * 10 / 1024))
-    _hb="$((b / 10)).$((b % 10)) ${units[unit + 1]}"
-  elif ((unit == 0)); then
-    _hb="$b B"
-  else
-    _hb="$b ${units[unit]}"
-  fi
-}
+# The toolkit's helper library (human_bytes_to), from the project's copy of hpc_files.
+# shellcheck source=hpc_files/lib/hpc_lib.sh
+source "${BASH_SOURCE[0]%/*}/../hpc_files/lib/hpc_lib.sh"
 
 # hpc_node_tmpdir_to VAR: this node's $SLURM_TMPDIR: the job's own folder when the job
 # makes one (HPC_TMPDIR_PATTERN, %n = this node), else the one Slurm set.
@@ -91,8 +78,8 @@ hpc_node_extract() {
   }
   avail=$(df -Pk -- "$dir" | awk 'NR == 2 { print $4 }')
   if [[ $avail =~ ^[0-9]+$ ]] && ((avail * 1024 < bytes)); then
-    hpc_human_bytes_to need "$bytes"
-    hpc_human_bytes_to have "$((avail * 1024))"
+    human_bytes_to need "$bytes"
+    human_bytes_to have "$((avail * 1024))"
     _node_error "not enough local disk for the --data: it needs $need, $dir has $have free. Stage less data, or ask for nodes with a larger local disk"
     return 1
   fi

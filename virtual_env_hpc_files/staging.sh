@@ -202,7 +202,7 @@ hpc_stage_data() {
   [[ -f $HPC_DATA_ARCHIVE && -r $HPC_DATA_ARCHIVE ]] ||
     hpc_fail "the --data archive $HPC_DATA_ARCHIVE is missing (was $scratch_dir/.hpc_staging cleaned up while the job waited?): submit again"
   local nodes=${SLURM_JOB_NUM_NODES:-1} t0=$EPOCHREALTIME rc=0 size
-  hpc_human_bytes_to size "${HPC_DATA_BYTES:-0}"
+  human_bytes_to size "${HPC_DATA_BYTES:-0}"
   if ((nodes > 1)); then
     srun --overlap --job-name=hpc-stage --nodes="$nodes" --ntasks="$nodes" --ntasks-per-node=1 \
       --cpus-per-task="${SLURM_CPUS_PER_TASK:-1}" --kill-on-bad-exit=1 \

@@ -104,3 +104,32 @@ normalize_mem_to() {
 
 # has_newline VALUE: true when VALUE holds a newline or carriage return.
 has_newline() { [[ $1 == *$'\n'* || $1 == *$'\r'* ]]; }
+
+# human_bytes_to VAR BYTES: "512 B", "8.0 KiB", "1.5 GiB" (bash arithmetic only).
+human_bytes_to() {
+  local -n _h=$1
+  local b=$2 unit=0 units=(B KiB MiB GiB TiB PiB)
+  while ((b >= 1048576 && unit < 4)); do
+    b=$((b / 1024)) unit=$((unit + 1))
+  done
+  if ((b >= 1024)); then
+    b=$((b * 10 / 1024))
+    _h="$((b / 10)).$((b % 10)) ${units[unit + 1]}"
+  elif ((unit == 0)); then
+    _h="$b B"
+  else
+    _h="$b ${units[unit]}"
+  fi
+}
+
+# print_usage_header FILE: the comment block at the top of FILE (after the #! line), without
+# the '#' marks: the --help text of the toolkit's commands.
+print_usage_header() {
+  local line
+  while IFS= read -r line; do
+    [[ $line == '#!'* ]] && continue
+    [[ $line == '#'* ]] || break
+    line=${line#\#}
+    printf '%s\n' "${line# }"
+  done <"$1"
+}

@@ -16,23 +16,6 @@ HPC_STAGING_DIRNAME=.hpc_staging
 # Progress of the archive build on a terminal, above this many MiB of data.
 HPC_DATA_PROGRESS_MIB=${HPC_DATA_PROGRESS_MIB:-64}
 
-# human_bytes_to VAR BYTES: "512 B", "8.0 KiB", "1.5 GiB" (bash arithmetic only).
-human_bytes_to() {
-  local -n _h=$1
-  local b=$2 unit=0 units=(B KiB MiB GiB TiB PiB)
-  while ((b >= 1048576 && unit < 4)); do
-    b=$((b / 1024)) unit=$((unit + 1))
-  done
-  if ((b >= 1024)); then
-    b=$((b * 10 / 1024))
-    _h="$((b / 10)).$((b % 10)) ${units[unit + 1]}"
-  elif ((unit == 0)); then
-    _h="$b B"
-  else
-    _h="$b ${units[unit]}"
-  fi
-}
-
 # _hpc_results_settle: --results-dir (J_RESULTS_FOLDER) and --sync-every (J_SYNC_EVERY_S).
 _hpc_results_settle() {
   J_RESULTS_FOLDER=${OPT_RESULTS_DIR:-results}

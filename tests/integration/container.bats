@@ -140,7 +140,7 @@ inside() {
   [ "$(job_state "$JOB_ID")" = COMPLETED ]
   grep -q '"workers": 2' "$SCRATCH/proj/dk/checkpoints/dask_result.json"
   grep -q "train.sif dask scheduler" "$FAKE_SINGULARITY_LOG"
-  [ "$(grep -c "train.sif bash -c exec\\\\ dask\\\\ worker" "$FAKE_SINGULARITY_LOG")" -eq 2 ]
+  [ "$(grep -c "train.sif bash -c .*exec\\\\ dask\\\\ worker" "$FAKE_SINGULARITY_LOG")" -eq 2 ]
   grep -q "train.sif bash -c python\\\\ examples/dask_compute.py" "$FAKE_SINGULARITY_LOG"
   run ! pgrep -f "scheduler-$JOB_ID.json"
 }

@@ -111,7 +111,8 @@ staged_everywhere() {
 }
 
 @test "local-lab: a failing program keeps its exit code; results come back; every node's folder is removed" {
-  commands 'bash report.sh; if [ "$SLURM_PROCID" = 0 ]; then echo partial >"$HPC_RESULTS_DIR/p.txt"; fi; exit 3'
+  # Rank 1 fails a moment after rank 0 wrote its result (a failing rank stops the others).
+  commands 'bash report.sh; if [ "$SLURM_PROCID" = 0 ]; then echo partial >"$HPC_RESULTS_DIR/p.txt"; else sleep 2; fi; exit 3'
   two_node_job local-lab fail
   wait_job "$JOB_ID" 120
   cat "$(job_log "$JOB_ID" fail)"

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Summary: set everything up and run the example job on the local Slurm cluster.
+# Summary: set everything up and run the example jobs on the local Slurm cluster.
 #
 # Usage: bash tests/run_demo.sh
 # Installs what is missing (tests/setup/install_deps.sh), starts the local cluster
-# (tests/cluster/local_cluster.sh), submits experiment_configurations.txt through
-# hpc_files/job_submitter.sh with the "local" profile, waits, and shows the logs and the
-# job's record in sacct. SCRATCH defaults to /tmp/hpc_demo_scratch here.
+# (tests/cluster/local_cluster.sh), then submits through hpc_files/job_submitter.sh with
+# the "local" profile: experiment_configurations.txt (a 2-task array of examples/train.py),
+# and the Lightning DDP example on 2 nodes (examples/lightning_ddp.txt). Waits, and shows
+# each job's record in sacct and its logs. SCRATCH defaults to /tmp/hpc_demo_scratch here.
 set -euo pipefail
 
 root=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)
@@ -15,21 +16,29 @@ eval "$(bash tests/cluster/local_cluster.sh start)"
 export SCRATCH=${SCRATCH:-/tmp/hpc_demo_scratch}
 mkdir -p "$SCRATCH"
 
-echo "+ bash hpc_files/job_submitter.sh --cluster local --cpus 1 --time 00:10:00 --exp-name demo"
-out=$(bash hpc_files/job_submitter.sh --cluster local --cpus 1 --time 00:10:00 --exp-name demo)
-printf '%s\n' "$out"
-job=$(sed -n 's/^Submitted batch job \([0-9]*\).*/\1/p' <<<"$out")
+# run_and_show EXP ARGS...: submit, wait, show sacct and the logs; fails if a task failed.
+run_and_show() {
+  local exp=$1 out job log
+  shift
+  printf '\n+ bash hpc_files/job_submitter.sh %s\n' "$*"
+  out=$(bash hpc_files/job_submitter.sh --cluster local --exp-name "$exp" "$@")
+  printf '%s\n' "$out"
+  job=$(sed -n 's/^Submitted batch job \([0-9]*\).*/\1/p' <<<"$out")
+  printf 'waiting for job %s' "$job"
+  while [[ -n $(squeue -h -j "$job" -o %i 2>/dev/null) ]]; do
+    printf '.'
+    sleep 1
+  done
+  echo
+  sleep 4 # slurmdbd records the end a few seconds after the queue empties
+  sacct -X -j "$job" -o JobID,JobName,Partition,State,ExitCode,Elapsed,NodeList
+  for log in "$SCRATCH/${root##*/}/hpc_outputs/$exp-$job"*.out; do
+    printf '\n==> %s <==\n' "$log"
+    cat -- "$log"
+  done
+  ! sacct -X -n -P -j "$job" -o State | grep -qv COMPLETED
+}
 
-printf 'waiting for job %s' "$job"
-while [[ -n $(squeue -h -j "$job" -o %i 2>/dev/null) ]]; do
-  printf '.'
-  sleep 1
-done
-echo
-sleep 1 # slurmdbd records the end a moment after the queue empties
-sacct -X -j "$job" -o JobID,JobName,Partition,State,ExitCode,Elapsed,NodeList
-for log in "$SCRATCH/${root##*/}/hpc_outputs/demo-$job"*.out; do
-  printf '\n==> %s <==\n' "$log"
-  cat -- "$log"
-done
-! sacct -X -n -P -j "$job" -o State | grep -qv COMPLETED
+run_and_show demo --cpus 1 --time 00:10:00
+run_and_show demo_ddp --configs examples/lightning_ddp.txt --which-distributed lightning \
+  --num-nodes 2 --cpus 1 --time 00:10:00

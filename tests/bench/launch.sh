@@ -27,7 +27,8 @@ cat >handwritten.sbatch <<EOF
 source "$BENCH_PROJECT/.venv/bin/activate"
 cd "$BENCH_PROJECT"
 export MASTER_ADDR=127.0.0.1 MASTER_PORT=\$((20000 + SLURM_JOB_ID % 10000))
-srun python examples/lightning_ddp.py --max-steps 5
+# By hand, the node and device counts are given on the command line.
+srun python examples/lightning_ddp.py --max-steps 5 --num_nodes 2 --devices 1 --accelerator cpu
 EOF
 
 # wait_done ID: until the job has left the queue.

@@ -152,3 +152,16 @@ PY
   [ "$(cat "$SCRATCH/proj/rqres/results/attempt_1.txt")" = "started at step 0" ]
   grep -qE '^started at step [1-9]' "$SCRATCH/proj/rqres/results/attempt_2.txt"
 }
+
+@test "a preemption's SIGTERM (HPC_REQUEUE_ON_TERM=yes) checkpoints and requeues like the warning" {
+  printf 'python examples/requeue_train.py --steps 30 --step-sleep 0.2\n' >"$PROJECT/experiment_configurations.txt"
+  HPC_REQUEUE_ON_TERM=yes submit --exp-name pre --time 10
+  local ck=$SCRATCH/proj/pre/checkpoints
+  wait_for_line "$ck/progress.log" '^1 5$' 120
+  scancel --batch --signal=TERM "$JOB_ID"
+  wait_job "$JOB_ID" 180
+  cat "$(job_log "$JOB_ID" pre)"
+  [ "$(attempts "$JOB_ID")" = $'REQUEUED|0:0\nCOMPLETED|0:0' ]
+  grep -q 'preempt warning: asking the program to checkpoint' "$(job_log "$JOB_ID" pre)"
+  [ "$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["step"], d["attempts"])' "$ck/done.json")" = "30 2" ]
+}

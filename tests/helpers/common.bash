@@ -68,3 +68,18 @@ sbatch_calls() {
 scratch_is_empty() {
   [[ -z $(find "$SCRATCH" -mindepth 1 -print -quit) ]]
 }
+
+# refused MESSAGE ARGS...: the submission fails, stderr holds MESSAGE, stdout is empty,
+# sbatch was not called and nothing was written under $SCRATCH.
+refused() {
+  local message=$1
+  shift
+  run --separate-stderr submitter "$@"
+  if [ "$status" -eq 0 ] || [[ $stderr != *"$message"* ]]; then
+    echo "args: $* -> status $status, stderr: $stderr"
+    return 1
+  fi
+  [ -z "$output" ] || { echo "stdout not empty: $output"; return 1; }
+  [ "$(sbatch_calls)" -eq 0 ]
+  scratch_is_empty
+}

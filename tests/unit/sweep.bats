@@ -14,19 +14,6 @@ setup() {
   chmod 600 "$HOME/.netrc"
 }
 
-# refused MESSAGE ARGS...: the submission fails, stderr holds MESSAGE, nothing happened.
-refused() {
-  local message=$1
-  shift
-  run --separate-stderr submitter "$@"
-  if [ "$status" -eq 0 ] || [[ $stderr != *"$message"* ]]; then
-    echo "args: $* -> status $status, stderr: $stderr"
-    return 1
-  fi
-  [ "$(sbatch_calls)" -eq 0 ]
-  scratch_is_empty
-}
-
 # sweep_file NAME TEXT: a sweep file in the project.
 sweep_file() {
   printf '%s' "$2" >"$PROJECT/$1"

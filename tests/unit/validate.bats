@@ -10,20 +10,6 @@ setup() {
   make_project proj 'python examples/train.py --lr 0.1'
 }
 
-# refused MESSAGE ARGS...: the submission fails, stderr holds MESSAGE, nothing happened.
-refused() {
-  local message=$1
-  shift
-  run --separate-stderr submitter "$@"
-  if [ "$status" -eq 0 ] || [[ $stderr != *"$message"* ]]; then
-    echo "args: $* -> status $status, stderr: $stderr"
-    return 1
-  fi
-  [ -z "$output" ] || { echo "stdout not empty: $output"; return 1; }
-  [ "$(sbatch_calls)" -eq 0 ]
-  scratch_is_empty
-}
-
 @test "counts must be whole numbers" {
   refused "--gpus must be a whole number, not 'two'" --gpus two
   refused "--gpus must be a whole number, not '-1'" --gpus -1

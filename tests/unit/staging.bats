@@ -218,9 +218,11 @@ refused() {
   local pa=$!
   (cd "$PROJECT" && bash hpc_files/job_submitter.sh -e b --data datasets >"$BATS_TEST_TMPDIR/b.out" 2>&1) &
   local pb=$!
-  wait "$pa"
-  wait "$pb"
+  local sa=0 sb=0
+  wait "$pa" || sa=$?
+  wait "$pb" || sb=$?
   cat "$BATS_TEST_TMPDIR"/a.out "$BATS_TEST_TMPDIR"/b.out
+  [ "$sa" -eq 0 ] && [ "$sb" -eq 0 ]
   [ "$(cat "$BATS_TEST_TMPDIR"/{a,b}.out | grep -c 'data: building')" -eq 1 ]
   [ "$(cat "$BATS_TEST_TMPDIR"/{a,b}.out | grep -c 'another submission is building this archive; waiting')" -eq 1 ]
   [ "$(cat "$BATS_TEST_TMPDIR"/{a,b}.out | grep -c 'reused')" -eq 1 ]

@@ -119,7 +119,7 @@ HPC_TOOLKIT_DIR=${BASH_SOURCE[0]}
 HPC_TOOLKIT_DIR=${HPC_TOOLKIT_DIR%/*}
 # shellcheck source=hpc_files/lib/hpc_lib.sh
 source "$HPC_TOOLKIT_DIR/lib/hpc_lib.sh"
-for _part in options profile validate resources configs plan submit venv container staging sweep arrays; do
+for _part in options profile validate resources configs plan submit venv container staging wandb_key sweep arrays; do
   # shellcheck source=/dev/null
   source "$HPC_TOOLKIT_DIR/lib/$_part.sh"
 done
@@ -155,6 +155,7 @@ main() {
   fi
 
   printf -v stamp '%(%Y%m%d-%H%M%S)T-%s' -1 "$$"
+  hpc_wandb_key_keep_out # before anything else could pass the key on
   ! hpc_sweep_requested || hpc_sweep_stage
   hpc_submission_paths "$stamp"
   local split=0

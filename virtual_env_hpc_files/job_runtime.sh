@@ -82,8 +82,23 @@ hpc_job_begin() {
   mkdir -p -- "$HPC_OUTPUT_DIR" "$HPC_CHECKPOINT_DIR" ||
     hpc_fail "cannot create $HPC_CHECKPOINT_DIR under $scratch_dir (is \$SCRATCH mounted on this node?)"
   hpc_read_task_command
+  [[ -z ${HPC_WANDB_KEY_FILE:-} ]] || hpc_load_wandb_key "$HPC_WANDB_KEY_FILE"
   hpc_log "job ${SLURM_JOB_ID:-?}${SLURM_ARRAY_TASK_ID:+ (array task $SLURM_ARRAY_TASK_ID of $HPC_NUM_TASKS)}, attempt $((HPC_RESTART_COUNT + 1)), nodes ${SLURM_JOB_NODELIST:-?}"
   hpc_log "command: $HPC_COMMAND"
+}
+
+# hpc_load_wandb_key FILE: WANDB_API_KEY from FILE (saved there at submission so the key
+# never went through Slurm), which only its owner may read. Never printed.
+hpc_load_wandb_key() {
+  local file=$1 mode key=""
+  [[ -f $file && -r $file ]] ||
+    hpc_fail "W&B API key file $file is missing or unreadable on this node (is \$HOME mounted here?)"
+  mode=$(stat -c %a -- "$file") || hpc_fail "cannot read the permissions of $file"
+  ! ((8#$mode & 8#077)) || hpc_fail "W&B API key file $file can be read by others (mode $mode): chmod 600 '$file'"
+  IFS= read -r key <"$file" || true
+  key=${key//[[:space:]]/}
+  [[ -n $key ]] || hpc_fail "W&B API key file $file is empty"
+  export WANDB_API_KEY=$key
 }
 
 # hpc_load_modules: `module load $HPC_MODULES` (clusters with environment modules).

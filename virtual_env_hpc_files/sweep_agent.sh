@@ -2,16 +2,16 @@
 # Job side of hpc_files' W&B sweeps: the command of every array task of a sweep
 # (hpc_files/lib/sweep.sh writes these lines; the job runs them from the project folder).
 #
-#   sweep_agent.sh online ENTITY/PROJECT/ID --count N [--delay S] [--key-file F]
+#   sweep_agent.sh online ENTITY/PROJECT/ID --count N [--delay S]
 #       wait S seconds (agents that start together do not hit the W&B API at once), then
 #       `wandb agent --count N ENTITY/PROJECT/ID`
-#   sweep_agent.sh online ENTITY/PROJECT/ID --count N --per-gpu --stagger S [--key-file F]
+#   sweep_agent.sh online ENTITY/PROJECT/ID --count N --per-gpu --stagger S
 #       one agent per GPU of every node of the job (srun), each pinned to its GPU
 #   sweep_agent.sh offline SWEEP_FOLDER
 #       point $HPC_TASK_INDEX of an offline sweep (python -m hpc_toolkit.sweep.agent)
 #
-# The W&B API key comes from F (mode 600, checked here) into the agent's environment
-# only; it is never printed and never passed on a command line.
+# The W&B API key is in the environment (job_runtime.sh read it from the job's key file);
+# it is never printed and never passed on a command line.
 set -euo pipefail
 
 say() {
@@ -26,18 +26,6 @@ fail() {
 HERE=${BASH_SOURCE[0]%/*}
 [[ $HERE != "${BASH_SOURCE[0]}" ]] || HERE=.
 HERE=$(cd -- "$HERE" && pwd)
-
-# load_key FILE: WANDB_API_KEY from FILE, which only its owner may read.
-load_key() {
-  local file=$1 mode key
-  [[ -f $file && -r $file ]] || fail "W&B API key file $file is missing or unreadable on this node"
-  mode=$(stat -c %a -- "$file") || fail "cannot read the permissions of $file"
-  ! ((8#$mode & 8#077)) || fail "W&B API key file $file can be read by others (mode $mode): chmod 600 it"
-  IFS= read -r key <"$file" || [[ -n $key ]] || fail "W&B API key file $file is empty"
-  key=${key//[[:space:]]/}
-  [[ -n $key ]] || fail "W&B API key file $file is empty"
-  export WANDB_API_KEY=$key
-}
 
 # pin_gpu: this srun task (SLURM_LOCALID) keeps one of the node's GPUs.
 pin_gpu() {
@@ -54,14 +42,13 @@ pin_gpu() {
 }
 
 online() {
-  local id=$1 count="" delay=0 stagger=0 per_gpu=0 key_file="" task=0
+  local id=$1 count="" delay=0 stagger=0 per_gpu=0 task=0
   shift
   while (($#)); do
     case $1 in
       --count) count=$2 && shift ;;
       --delay) delay=$2 && shift ;;
       --stagger) stagger=$2 && shift ;;
-      --key-file) key_file=$2 && shift ;;
       --per-gpu) per_gpu=1 ;;
       --agent-task) task=1 ;;
       *) fail "sweep_agent.sh online: unknown argument $1" ;;
@@ -71,7 +58,6 @@ online() {
   if ((per_gpu && !task)); then
     say "starting $((HPC_NUM_NODES * HPC_TASKS_PER_NODE)) agent(s): one per GPU on each of $HPC_NUM_NODES node(s)"
     local argv=(online "$id" --count "$count" --per-gpu --stagger "$stagger" --agent-task)
-    [[ -z $key_file ]] || argv+=(--key-file "$key_file")
     # No --kill-on-bad-exit: one agent that stops leaves the others working.
     exec srun --nodes="$HPC_NUM_NODES" --ntasks-per-node="$HPC_TASKS_PER_NODE" \
       --cpus-per-task="$HPC_CPUS_PER_TASK" bash "${BASH_SOURCE[0]}" "${argv[@]}"
@@ -84,7 +70,6 @@ online() {
     say "agent waits ${delay} s before starting (stagger: agents do not call W&B all at once)"
     sleep "$delay"
   fi
-  [[ -z $key_file ]] || load_key "$key_file"
   command -v wandb >/dev/null || fail "wandb is not installed in the job's environment: pip install wandb in the venv"
   say "agent for sweep $id, up to $count run(s)${CUDA_VISIBLE_DEVICES:+, GPU $CUDA_VISIBLE_DEVICES}: wandb agent --count $count $id"
   exec wandb agent --count "$count" "$id"

@@ -90,52 +90,30 @@ _sweep_validate_online() {
   fi
 }
 
-# hpc_sweep_key_file_to VAR: the file the job reads the W&B API key from ("" when
-# ~/.netrc has it, which wandb reads itself). A WANDB_API_KEY in the environment is saved
-# to that file (mode 600) and removed from the environment sbatch passes on.
-hpc_sweep_key_file_to() {
-  local -n _key=$1
-  local file=${WANDB_API_KEY_FILE:-$HOME/.config/hpc_files/wandb_api_key} mode
-  _key=$file
-  if [[ -n ${WANDB_API_KEY:-} ]]; then
-    if ((OPT_DRY_RUN == 0)); then
-      _sweep_save_key "$file"
-      say "W&B API key: saved WANDB_API_KEY to $file (mode 600); the jobs read it from there"
-    fi
-    unset WANDB_API_KEY
-    return 0
-  fi
+# hpc_sweep_key_file: the agents need a W&B API key. J_WANDB_KEY_FILE is the file the job
+# reads it from: the one WANDB_API_KEY was saved to (wandb_key.sh), else the key file if
+# there is one, else "" when ~/.netrc has it (wandb reads that itself).
+hpc_sweep_key_file() {
+  [[ -z $J_WANDB_KEY_FILE ]] || return 0
+  local file
+  hpc_wandb_key_path_to file
   if [[ -e $file ]]; then
-    [[ -f $file && -r $file ]] || die "W&B API key file $file is not a readable file"
-    mode=$(stat -c %a -- "$file") || die "cannot read the permissions of $file"
-    ((8#$mode & 8#077)) &&
-      die "W&B API key file $file can be read by others (mode $mode): chmod 600 '$file'"
+    hpc_wandb_key_check "$file"
+    J_WANDB_KEY_FILE=$file
     return 0
   fi
-  if [[ -r $HOME/.netrc ]] && grep -q 'wandb' "$HOME/.netrc"; then
-    _key=""
-    return 0
-  fi
+  [[ -r $HOME/.netrc ]] && grep -q 'wandb' "$HOME/.netrc" && return 0
   die "no W&B API key for the agents: run 'wandb login' (it writes ~/.netrc), or export WANDB_API_KEY before submitting (it is saved to $file, mode 600), or put the key in a mode-600 file named by WANDB_API_KEY_FILE"
-}
-
-_sweep_save_key() {
-  local file=$1 tmp
-  (umask 077 && mkdir -p -- "${file%/*}") || die "cannot create ${file%/*} for the W&B API key"
-  tmp=$file.tmp.$$
-  (umask 077 && printf '%s\n' "$WANDB_API_KEY" >"$tmp") || { rm -f -- "$tmp"; die "cannot write $file"; }
-  mv -f -- "$tmp" "$file" || { rm -f -- "$tmp"; die "cannot write $file"; }
 }
 
 # _sweep_online_commands: one line per agent (or one line starting an agent per GPU).
 _sweep_online_commands() {
-  local key_file q_id q_key="" i width delay agent
-  hpc_sweep_key_file_to key_file
+  local q_id i width delay agent
+  hpc_sweep_key_file
   quote_to q_id "$OPT_SWEEPID"
-  [[ -z $key_file ]] || { quote_to q_key "$key_file" && q_key=" --key-file $q_key"; }
   agent="bash $HPC_SWEEP_AGENT online $q_id --count $J_RUNS_PER_AGENT"
   if ((OPT_AGENTS_PER_GPU)); then
-    J_COMMANDS=("$agent --per-gpu --stagger $J_AGENT_STAGGER$q_key")
+    J_COMMANDS=("$agent --per-gpu --stagger $J_AGENT_STAGGER")
     return 0
   fi
   # Agents that start together wait i x stagger seconds, so they do not all call the
@@ -143,7 +121,7 @@ _sweep_online_commands() {
   width=${J_MAX_PARALLEL:-$J_NUM_AGENTS}
   for ((i = 0; i < J_NUM_AGENTS; i++)); do
     delay=$(((i % width) * J_AGENT_STAGGER))
-    J_COMMANDS+=("$agent --delay $delay$q_key")
+    J_COMMANDS+=("$agent --delay $delay")
   done
 }
 

@@ -28,6 +28,19 @@ use_sbatch_stub() {
 }
 
 # no_sbatch_on_path: the machine's usual PATH, less every Slurm command.
+# sbatch_env_stub: an sbatch first on PATH that records its environment, then records
+# its call like the usual stub.
+sbatch_env_stub() {
+  mkdir -p "$BATS_TEST_TMPDIR/envbin"
+  cat >"$BATS_TEST_TMPDIR/envbin/sbatch" <<EOF
+#!/usr/bin/env bash
+env >>"$BATS_TEST_TMPDIR/sbatch.env"
+exec "$REPO_ROOT/tests/helpers/stubs/sbatch" "\$@"
+EOF
+  chmod +x "$BATS_TEST_TMPDIR/envbin/sbatch"
+  export PATH=$BATS_TEST_TMPDIR/envbin:$PATH
+}
+
 no_sbatch_on_path() {
   local bin=$BATS_TEST_TMPDIR/bin tool
   mkdir -p "$bin"

@@ -153,3 +153,21 @@ CONF
   echo "$output"
   [[ $output == *"$JOB_ID"*"stat"*"COMPLETED 1, FAILED 1"* ]] || [[ $output == *"$JOB_ID"*"stat"*"FAILED 1, COMPLETED 1"* ]]
 }
+
+@test "WANDB_API_KEY set at submission reaches the program, never Slurm, the script or the log" {
+  local secret=hpc-itest-wandb-key-7c1e90ab33 hash
+  hash=$(printf '%s' "$secret" | sha256sum | cut -c1-64)
+  cat >"$PROJECT/experiment_configurations.txt" <<'CONF'
+bash -c 'printf %s "$WANDB_API_KEY" | sha256sum | cut -c1-64 >"$HPC_CHECKPOINT_DIR/key_hash"; sleep 3'
+CONF
+  WANDB_API_KEY=$secret submit --exp-name keyed --cpus 1 --time 5
+  [[ $stderr == *"saved WANDB_API_KEY to $HOME/.config/hpc_files/wandb_api_key (mode 600)"* ]]
+  local shown
+  shown=$(scontrol show job -dd "$JOB_ID")
+  [[ $shown == *"JobId=$JOB_ID"* && $shown != *"$secret"* ]]
+  wait_job "$JOB_ID"
+  [ "$(job_state "$JOB_ID")" = COMPLETED ]
+  [ "$(cat "$SCRATCH/proj/keyed/checkpoints/key_hash")" = "$hash" ]
+  run ! grep -rqF -- "$secret" "$SCRATCH" "$PROJECT"
+  [[ $(scontrol show job -dd "$JOB_ID" 2>&1) != *"$secret"* ]]
+}

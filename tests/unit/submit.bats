@@ -105,3 +105,25 @@ setup() {
   script=$(sed -n 2p "$SBATCH_STUB_LOG")
   cmp "${script%.sbatch}.commands" "$PROJECT/c.txt"
 }
+
+@test "any job: WANDB_API_KEY goes to a mode-600 key file, not to Slurm; the script names the file" {
+  sbatch_env_stub
+  local secret=plain_job_secret_0123456789abcdef key=$HOME/.config/hpc_files/wandb_api_key
+  WANDB_API_KEY=$secret run --separate-stderr submitter -e keyed
+  [ "$status" -eq 0 ]
+  [ "$(cat "$key")" = "$secret" ] && [ "$(stat -c %a "$key")" = 600 ]
+  [[ $stderr == *"saved WANDB_API_KEY to $key (mode 600)"* ]]
+  grep -qx "export HPC_WANDB_KEY_FILE='$key'" "$SBATCH_STUB_LOG.script.1"
+  [ -s "$BATS_TEST_TMPDIR/sbatch.env" ]
+  ! grep -q WANDB_API_KEY= "$BATS_TEST_TMPDIR/sbatch.env" || false
+  run ! grep -rq -- "$secret" "$SCRATCH" "$SBATCH_STUB_LOG"* "$BATS_TEST_TMPDIR/sbatch.env"
+  # A dry run names the file, writes nothing and prints no key.
+  rm -rf "${key%/*}"
+  WANDB_API_KEY=$secret run --separate-stderr submitter -e keyed --dry-run
+  [ "$status" -eq 0 ]
+  [[ $output == *"export HPC_WANDB_KEY_FILE='$key'"* && $output != *"$secret"* ]]
+  [ ! -e "$key" ]
+  # Without a key in the environment the script names no key file.
+  run --separate-stderr submitter -e plain
+  ! grep -q HPC_WANDB_KEY_FILE "$SBATCH_STUB_LOG.script.2" || false
+}

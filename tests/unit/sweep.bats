@@ -227,19 +227,6 @@ $agent --delay 9" ]
   [[ $output == *"4 agent(s)"* ]]
 }
 
-# sbatch_env_stub: an sbatch first on PATH that records its environment, then records
-# its call like the usual stub.
-sbatch_env_stub() {
-  mkdir -p "$BATS_TEST_TMPDIR/envbin"
-  cat >"$BATS_TEST_TMPDIR/envbin/sbatch" <<EOF
-#!/usr/bin/env bash
-env >>"$BATS_TEST_TMPDIR/sbatch.env"
-exec "$REPO_ROOT/tests/helpers/stubs/sbatch" "\$@"
-EOF
-  chmod +x "$BATS_TEST_TMPDIR/envbin/sbatch"
-  export PATH=$BATS_TEST_TMPDIR/envbin:$PATH
-}
-
 @test "online: WANDB_API_KEY is saved to a mode-600 file and never reaches Slurm" {
   rm "$HOME/.netrc"
   sbatch_env_stub
@@ -255,7 +242,13 @@ EOF
   [ -s "$BATS_TEST_TMPDIR/sbatch.env" ]
   [ "$(grep -c 'WANDB_API_KEY' "$BATS_TEST_TMPDIR/sbatch.env")" = 0 ]
   run ! grep -rq -- "$secret" "$SCRATCH" "$SBATCH_STUB_LOG"* "$BATS_TEST_TMPDIR/sbatch.env"
-  commands_of 1 | grep -q -- "--key-file '$key'$"
+  grep -qx "export HPC_WANDB_KEY_FILE='$key'" "$SBATCH_STUB_LOG.script.1"
+  [[ $(commands_of 1) != *key* ]]
+  # The same key again: nothing to save, nothing said.
+  WANDB_API_KEY=$secret run --separate-stderr submitter --wandb-sweepid team/proj/abc123 --num-agents 2
+  [ "$status" -eq 0 ]
+  [[ $stderr != *"saved WANDB_API_KEY"* ]]
+  grep -qx "export HPC_WANDB_KEY_FILE='$key'" "$SBATCH_STUB_LOG.script.2"
 }
 
 @test "online: no key anywhere is refused, saying how to give one" {
@@ -272,13 +265,13 @@ EOF
   chmod 600 "$key"
   WANDB_API_KEY_FILE=$key run --separate-stderr submitter --wandb-sweepid t/p/abc
   [ "$status" -eq 0 ]
-  commands_of 1 | grep -qF -- "--key-file '$key'"
+  grep -qxF "export HPC_WANDB_KEY_FILE='$key'" "$SBATCH_STUB_LOG.script.1"
 }
 
 @test "online: with ~/.netrc (wandb login) no key file is passed" {
   run --separate-stderr submitter --wandb-sweepid t/p/abc
   [ "$status" -eq 0 ]
-  [[ $(commands_of 1) != *--key-file* ]]
+  ! grep -q HPC_WANDB_KEY_FILE "$SBATCH_STUB_LOG.script.1" || false
 }
 
 @test "the generated sweep scripts pass shellcheck" {

@@ -157,6 +157,7 @@ hpc_run_command() {
   cd -- "$source_dir" || hpc_fail "project folder $source_dir is not reachable from this node"
   declare -F "hpc_launch_$HPC_LAUNCHER" >/dev/null || hpc_fail "unknown launcher '$HPC_LAUNCHER'"
   if [[ -z $HPC_SIGNALLED ]]; then
+    hpc_start_preempt_watch
     "hpc_launch_$HPC_LAUNCHER" || rc=$?
     hpc_log "command ended with exit code $rc after $((SECONDS - started)) s"
   else

@@ -3,11 +3,19 @@
 # seconds before the wall time (#SBATCH --signal=B:USR1@GRACE), passes it on to the
 # program on every node, waits for it to checkpoint and exit, copies results back (the
 # exit hooks), then requeues the job, which resumes from $HPC_CHECKPOINT_DIR.
-# A preemption's SIGTERM is handled the same way; a user's scancel is not requeued.
-# Sourced by job_runtime.sh.
+# A preemption is handled the same way: Slurm signals only the job's steps when the
+# preemption's GraceTime starts, so a watch step (preempt_watch.sh) passes the notice on
+# to this shell as SIGUSR2, with what is left of the grace time as the budget. A user's
+# scancel is not requeued. Sourced by job_runtime.sh.
+
+HPC_RUNTIME_DIR=${BASH_SOURCE[0]%/*}
 
 HPC_SIGNALLED=""      # walltime | preempt (a requeue is due) | cancel (stop, no requeue)
 HPC_WATCHDOG_PID=""
+HPC_PREEMPT_WATCH_PID="" HPC_PREEMPT_WATCH_STOP=""
+HPC_REQUEUED=0 # this attempt asked Slurm for the requeue: its SIGTERM is expected
+# The watch step runs in requeueable jobs unless HPC_PREEMPT_WATCH=no.
+HPC_PREEMPT_WATCH=${HPC_PREEMPT_WATCH:-yes}
 # Seconds kept back from the grace period for copying results and requeueing.
 HPC_REQUEUE_MARGIN=${HPC_REQUEUE_MARGIN:-15}
 # TERM means preemption when Slurm says PREEMPTED (auto), always (yes) or never (no).
@@ -52,12 +60,15 @@ hpc_signal_program() {
   fi
 }
 
-# hpc_on_warning walltime|preempt: ask the program to checkpoint; stop it if it has not
-# exited when the grace period (less the margin) is over.
+# hpc_on_warning walltime|preempt [SECONDS]: ask the program to checkpoint; stop it if it
+# has not exited when the grace period (or SECONDS, when fewer), less the margin, is over.
 hpc_on_warning() {
   [[ $HPC_SIGNALLED != walltime && $HPC_SIGNALLED != preempt ]] || return 0
   HPC_SIGNALLED=$1
-  local wait_s=$((HPC_SIGNAL_GRACE - HPC_REQUEUE_MARGIN))
+  local budget=$HPC_SIGNAL_GRACE margin=$HPC_REQUEUE_MARGIN
+  [[ -z ${2:-} ]] || ((${2} >= budget)) || budget=$2
+  ((margin <= budget / 3)) || margin=$((budget / 3))
+  local wait_s=$((budget - margin))
   ((wait_s >= 5)) || wait_s=5
   hpc_log "$1 warning: asking the program to checkpoint and exit (SIGUSR1); it has ${wait_s} s"
   [[ -n ${HPC_CHILD_PID:-} ]] || return 0 # not started yet: it will not be
@@ -71,11 +82,84 @@ hpc_on_warning() {
   HPC_WATCHDOG_PID=$!
 }
 
+# _hpc_preempt_time_to VAR: the job's PreemptTime (e.g. 2026-11-22T17:40:12), "" if none.
+_hpc_preempt_time_to() {
+  local -n _pt=$1
+  _pt=""
+  [[ -n ${SLURM_JOB_ID:-} ]] || return 0
+  _pt=$(scontrol show job "$(hpc_job_target)" 2>/dev/null | grep -o 'PreemptTime=[0-9][^ ]*')
+  _pt=${_pt#PreemptTime=}
+}
+
+# _hpc_preempt_left_to VAR PREEMPT_TIME: seconds left of the preemption's GraceTime (the
+# job's partition's), or "" when Slurm does not say (a QOS's GraceTime, say).
+_hpc_preempt_left_to() {
+  local -n _left=$1
+  local grace="" since
+  _left=""
+  [[ -n ${SLURM_JOB_PARTITION:-} ]] &&
+    grace=$(scontrol show partition "$SLURM_JOB_PARTITION" 2>/dev/null | grep -o 'GraceTime=[0-9]*')
+  grace=${grace#GraceTime=}
+  [[ -n $grace ]] && ((grace > 0)) || return 0
+  since=$(date -d "$2" +%s 2>/dev/null) || return 0
+  _left=$((grace - ($(date +%s) - since)))
+  ((_left > 0)) || _left=1
+}
+
+# hpc_on_preempt_notice: SIGUSR2 from the watch step: the job is being preempted.
+hpc_on_preempt_notice() {
+  local when left
+  _hpc_preempt_time_to when
+  [[ -n $when ]] || return 0 # not from a preemption
+  _hpc_preempt_left_to left "$when"
+  hpc_log "preempted at $when${left:+ ($left s of grace time left)}"
+  hpc_on_warning preempt "$left"
+}
+
+# hpc_start_preempt_watch: the watch step (preempt_watch.sh), in requeueable Slurm jobs.
+# It overlaps the job's steps and takes none of their CPUs, memory or GPUs.
+hpc_start_preempt_watch() {
+  [[ $HPC_PREEMPT_WATCH == yes && ${HPC_REQUEUE:-yes} == yes && -n ${SLURM_JOB_ID:-} ]] || return 0
+  command -v srun >/dev/null || return 0
+  HPC_PREEMPT_WATCH_STOP=${SLURM_TMPDIR:-${TMPDIR:-/tmp}}/.hpc_preempt_watch.${SLURM_JOB_ID}.$$
+  rm -f -- "$HPC_PREEMPT_WATCH_STOP"
+  srun --overlap --quiet --nodes=1 --ntasks=1 --cpus-per-task=1 --gres=none \
+    --nodelist="${SLURMD_NODENAME:-$(hostname -s)}" --job-name=hpc_preempt_watch \
+    bash "$HPC_RUNTIME_DIR/preempt_watch.sh" "$(hpc_job_target)" "$HPC_PREEMPT_WATCH_STOP" </dev/null &
+  HPC_PREEMPT_WATCH_PID=$!
+  HPC_EXIT_HOOKS=(hpc_stop_preempt_watch "${HPC_EXIT_HOOKS[@]}")
+}
+
+# hpc_stop_preempt_watch: the watch step ends by itself (exit 0) once its stop file is
+# there; it is cancelled only if it has not within 3 s.
+hpc_stop_preempt_watch() {
+  [[ -n $HPC_PREEMPT_WATCH_PID ]] || return 0
+  local pid=$HPC_PREEMPT_WATCH_PID i
+  HPC_PREEMPT_WATCH_PID=""
+  : >"$HPC_PREEMPT_WATCH_STOP" 2>/dev/null
+  for ((i = 0; i < 30; i++)); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+  rm -f -- "$HPC_PREEMPT_WATCH_STOP"
+  return 0
+}
+
 # hpc_on_term: SIGTERM to the batch shell: a preemption (requeue) or a cancel (stop).
+# Slurm sends it to a preempted job's batch shell only when the grace time is over (the
+# watch step saw the preemption earlier), and then shows the job COMPLETING with a
+# PreemptTime; a user's scancel leaves no PreemptTime.
 hpc_on_term() {
-  local state=""
+  local state="" when=""
+  if ((HPC_REQUEUED)); then
+    hpc_log "requeued: Slurm ends this attempt (SIGTERM)"
+    return 0
+  fi
   [[ -z ${SLURM_JOB_ID:-} ]] || state=$(squeue -h -j "$(hpc_job_target)" -o %T 2>/dev/null)
-  if [[ $HPC_REQUEUE_ON_TERM == yes || ($HPC_REQUEUE_ON_TERM == auto && $state == PREEMPTED) ]]; then
+  [[ $HPC_REQUEUE_ON_TERM != auto || $state == PREEMPTED ]] || _hpc_preempt_time_to when
+  if [[ $HPC_REQUEUE_ON_TERM == yes || ($HPC_REQUEUE_ON_TERM == auto && ($state == PREEMPTED || -n $when)) ]]; then
     hpc_on_warning preempt
     return 0
   fi
@@ -90,6 +174,7 @@ hpc_on_term() {
 hpc_install_signal_traps() {
   trap 'hpc_on_warning walltime' USR1
   trap hpc_on_term TERM
+  trap hpc_on_preempt_notice USR2
   trap 'hpc_log "received SIGINT: passing it on"; hpc_signal_program INT' INT
 }
 
@@ -112,7 +197,9 @@ hpc_after_command() {
   local target
   target=$(hpc_job_target)
   hpc_log "requeueing job $target: restart $((restarts + 1)) of at most $HPC_MAX_RESTARTS, resuming from $HPC_CHECKPOINT_DIR"
+  HPC_REQUEUED=1
   if ! scontrol requeue "$target"; then
+    HPC_REQUEUED=0
     hpc_log "ERROR: scontrol requeue $target failed: the job ends here; submit again to resume"
     return 1
   fi

@@ -27,6 +27,8 @@ readonly DBD_PORT=$((16819 + PORT_OFFSET))
 readonly DB_PORT=$((16306 + PORT_OFFSET))
 readonly NODE_PORT_BASE=$((17000 + PORT_OFFSET))
 readonly CPUS_PER_NODE=4
+# GraceTime of the preemptible partition: SIGTERM, then SIGKILL this much later.
+readonly PREEMPT_GRACE_S=20
 readonly MEMORY_PER_NODE=4000
 readonly GPUS_PER_NODE=4
 readonly START_TIMEOUT_S=30
@@ -352,8 +354,14 @@ AccountingStoragePass=${MUNGE_SOCKET}
 AccountingStorageTRES=gres/gpu
 JobAcctGatherType=jobacct_gather/linux
 NodeName=node[1-${NODES}] NodeHostname=localhost NodeAddr=127.0.0.1 Port=[$((NODE_PORT_BASE + 1))-${last_port}] CPUs=${CPUS_PER_NODE} RealMemory=${MEMORY_PER_NODE} Gres=gpu:${GPUS_PER_NODE} State=UNKNOWN
-PartitionName=tmpdir Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
-PartitionName=notmpdir Nodes=ALL Default=NO MaxTime=INFINITE State=UP OverSubscribe=NO
+# Preemption: only a job of 'urgent' preempts, and only jobs of 'preemptible' (the last
+# node; requeued by Slurm after GraceTime). The other partitions' jobs are never preempted.
+PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
+PartitionName=tmpdir Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO PriorityTier=1 PreemptMode=OFF
+PartitionName=notmpdir Nodes=ALL Default=NO MaxTime=INFINITE State=UP OverSubscribe=NO PriorityTier=1 PreemptMode=OFF
+PartitionName=preemptible Nodes=node${NODES} Default=NO MaxTime=INFINITE State=UP OverSubscribe=NO PriorityTier=1 PreemptMode=REQUEUE GraceTime=${PREEMPT_GRACE_S}
+PartitionName=urgent Nodes=node${NODES} Default=NO MaxTime=INFINITE State=UP OverSubscribe=NO PriorityTier=2 PreemptMode=OFF
 EOF
 }
 

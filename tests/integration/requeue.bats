@@ -165,3 +165,22 @@ PY
   grep -q 'preempt warning: asking the program to checkpoint' "$(job_log "$JOB_ID" pre)"
   [ "$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["step"], d["attempts"])' "$ck/done.json")" = "30 2" ]
 }
+
+@test "a real preemption (an urgent job takes the node): the job checkpoints, requeues and resumes; nothing lost" {
+  # The local cluster's 'urgent' partition preempts 'preemptible' (one node, GraceTime 20 s).
+  printf 'python examples/requeue_train.py --steps 40 --step-sleep 0.2\n' >"$PROJECT/experiment_configurations.txt"
+  submit --exp-name preempted --time 10 --partition preemptible --cpus 4
+  local ck=$SCRATCH/proj/preempted/checkpoints urgent log
+  wait_for_line "$ck/progress.log" '^1 5$' 180
+  urgent=$(sbatch --parsable --partition urgent --cpus-per-task 4 --time 1 --output /dev/null --wrap 'sleep 2')
+  wait_job "$JOB_ID" 240
+  log=$(job_log "$JOB_ID" preempted)
+  cat "$log"
+  grep -q 'preempted at ' "$log"
+  grep -q 'preempt warning: asking the program to checkpoint' "$log"
+  grep -q 'requeueing job' "$log"
+  [ "$(attempts "$JOB_ID" | tail -1)" = 'COMPLETED|0:0' ]
+  [ "$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["step"], d["attempts"])' "$ck/done.json")" = "40 2" ]
+  [ "$(steps_lost "$ck")" -le 1 ]
+  [ "$(sacct -n -X -P -j "$urgent" -o State | head -1)" = COMPLETED ]
+}

@@ -1,0 +1,30 @@
+#!/bin/bash
+# Job side: a one-task step that waits inside the job and turns a preemption into a notice
+# for the batch shell. Slurm (measured on 22.05) tells a preempted job at the start of its
+# GraceTime only through SIGTERM to the job's steps, not to the batch shell, and the job
+# still shows RUNNING; so this step, on SIGTERM, asks Slurm whether the job has a
+# PreemptTime, and if so sends SIGUSR2 to the batch shell (scancel --batch), which then
+# checkpoints and requeues (requeue.sh). Started by hpc_start_preempt_watch.
+#
+#   preempt_watch.sh JOB STOP_FILE
+# JOB: the job id, or ARRAY_TASK for an array task. The step ends quietly (exit 0) once
+# STOP_FILE exists: the batch shell makes it when the program has ended.
+set -u
+job=${1:?usage: preempt_watch.sh JOB STOP_FILE}
+stop=${2:?usage: preempt_watch.sh JOB STOP_FILE}
+
+notice() {
+  if scontrol show job "$job" 2>/dev/null | grep -q 'PreemptTime=[0-9]'; then
+    scancel --batch --signal=USR2 "$job" 2>/dev/null ||
+      echo "[hpc preempt-watch] the job is preempted but its batch shell could not be told (scancel --batch failed)" >&2
+  fi
+  exit 0
+}
+
+# The toolkit's own signals to the job's steps (USR1 warnings, INT) are not for this step.
+trap '' USR1 USR2 INT HUP
+trap notice TERM
+until [[ -e $stop ]]; do
+  sleep 0.5 &
+  wait $!
+done

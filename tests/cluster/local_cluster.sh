@@ -616,7 +616,7 @@ cmd_start() {
     start_slurmctld
     start_slurmds
     wait_nodes_idle
-    log "cluster up: ${NODES} idle nodes, partitions tmpdir (default) and notmpdir, in $((SECONDS - t0)) s"
+    log "cluster up: ${NODES} idle nodes, partitions tmpdir (default), notmpdir, preemptible and urgent, in $((SECONDS - t0)) s"
     print_env
 }
 

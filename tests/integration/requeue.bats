@@ -184,3 +184,21 @@ PY
   [ "$(steps_lost "$ck")" -le 1 ]
   [ "$(sacct -n -X -P -j "$urgent" -o State | head -1)" = COMPLETED ]
 }
+
+@test "a real preemption of Lightning DDP (2 processes): SlurmRequeue checkpoints, the job requeues and resumes" {
+  printf 'python examples/lightning_ddp.py --max-steps 80 --step-sleep 0.15\n' >"$PROJECT/experiment_configurations.txt"
+  submit --exp-name lpre --which-distributed lightning --procs-per-node 2 --cpus 4 --partition preemptible --time 10
+  local log ck=$SCRATCH/proj/lpre/checkpoints r
+  log=$(job_log "$JOB_ID" lpre)
+  wait_for_line "$log" '\[train\] step 20' 240
+  sbatch --parsable --partition urgent --cpus-per-task 4 --time 1 --output /dev/null --wrap 'sleep 2'
+  wait_job "$JOB_ID" 300
+  cat "$log"
+  grep -q 'preempted at ' "$log"
+  grep -q 'checkpoint at step' "$log"
+  [ "$(attempts "$JOB_ID" | tail -1)" = 'COMPLETED|0:0' ]
+  ls "$ck"/hpc_ckpt_1.ckpt
+  for r in 0 1; do
+    [ "$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["global_step"], d["restart_count"])' "$ck/lightning_rank_$r.json")" = "80 1" ]
+  done
+}

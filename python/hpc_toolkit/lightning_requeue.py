@@ -41,10 +41,16 @@ def _versions(folder: Path) -> list[int]:
 
 
 class SlurmRequeue(pl.Callback):
-    """Checkpoint at the first batch end after SIGUSR1 (all ranks agree), then stop."""
+    """Checkpoint at the first batch end after SIGUSR1 or SIGTERM (all ranks agree), then stop.
+
+    SIGTERM is taken over too (from the start of training): Slurm sends it to every rank
+    when a preemption starts, and Lightning's own SIGTERM handler runs a collective inside
+    the handler, which hangs when the ranks receive it a different number of times, and
+    then stops without a checkpoint.
+    """
 
     def __init__(self, dirpath: str | Path | None = None,
-                 signals: tuple[signal.Signals, ...] = (signal.SIGUSR1,)) -> None:
+                 signals: tuple[signal.Signals, ...] = (signal.SIGUSR1, signal.SIGTERM)) -> None:
         self.dirpath = Path(dirpath) if dirpath is not None else None
         self.signals = signals
         self._flag = threading.Event()

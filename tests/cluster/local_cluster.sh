@@ -28,7 +28,7 @@ readonly DB_PORT=$((16306 + PORT_OFFSET))
 readonly NODE_PORT_BASE=$((17000 + PORT_OFFSET))
 readonly CPUS_PER_NODE=4
 # GraceTime of the preemptible partition: SIGTERM, then SIGKILL this much later.
-readonly PREEMPT_GRACE_S=20
+readonly PREEMPT_GRACE_S=30
 readonly MEMORY_PER_NODE=4000
 readonly GPUS_PER_NODE=4
 readonly START_TIMEOUT_S=30

@@ -167,7 +167,7 @@ PY
 }
 
 @test "a real preemption (an urgent job takes the node): the job checkpoints, requeues and resumes; nothing lost" {
-  # The local cluster's 'urgent' partition preempts 'preemptible' (one node, GraceTime 20 s).
+  # The local cluster's 'urgent' partition preempts 'preemptible' (one node, GraceTime 30 s).
   printf 'python examples/requeue_train.py --steps 40 --step-sleep 0.2\n' >"$PROJECT/experiment_configurations.txt"
   submit --exp-name preempted --time 10 --partition preemptible --cpus 4
   local ck=$SCRATCH/proj/preempted/checkpoints urgent log

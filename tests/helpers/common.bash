@@ -41,6 +41,23 @@ EOF
   export PATH=$BATS_TEST_TMPDIR/envbin:$PATH
 }
 
+# job_side_env: what a batch script sets before sourcing job_runtime.sh, for tests of the
+# job side on one node without Slurm: job 4242 on nodeA, experiment e, one command (true).
+job_side_env() {
+  export scratch_dir=$BATS_TEST_TMPDIR/scratch/proj exp_name=e
+  export HPC_COMMANDS_FILE=$BATS_TEST_TMPDIR/commands
+  echo 'true' >"$HPC_COMMANDS_FILE"
+  export SLURM_JOB_ID=4242 SLURMD_NODENAME=nodeA
+}
+
+# run_job_side STEPS BODY: `run` a batch shell that sources job_runtime.sh, takes STEPS
+# (e.g. "hpc_job_begin"), then runs BODY.
+run_job_side() {
+  # shellcheck disable=SC2016 # $1, $2 and $3 are the inner shell's arguments
+  run --separate-stderr bash -c 'source "$1/virtual_env_hpc_files/job_runtime.sh" || exit 9
+    eval "$2"; eval "$3"' _ "$REPO_ROOT" "$1" "$2"
+}
+
 no_sbatch_on_path() {
   local bin=$BATS_TEST_TMPDIR/bin tool
   mkdir -p "$bin"

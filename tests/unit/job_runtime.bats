@@ -8,10 +8,7 @@ load ../helpers/common
 
 setup() {
   hermetic_env
-  export scratch_dir=$BATS_TEST_TMPDIR/scratch/proj exp_name=e
-  export HPC_COMMANDS_FILE=$BATS_TEST_TMPDIR/commands
-  echo 'true' >"$HPC_COMMANDS_FILE"
-  export SLURM_JOB_ID=4242 SLURMD_NODENAME=nodeA
+  job_side_env
   KEY="$BATS_TEST_TMPDIR/keys/wandb key"
   mkdir -p "${KEY%/*}"
   SECRET=job-side-secret-0123456789
@@ -20,8 +17,7 @@ setup() {
 
 # job BODY: a batch shell that sources the runtime, begins the job, then runs BODY.
 job() {
-  run --separate-stderr bash -c 'source "$1/virtual_env_hpc_files/job_runtime.sh" || exit 9
-    hpc_job_begin; eval "$2"' _ "$REPO_ROOT" "$1"
+  run_job_side hpc_job_begin "$1"
 }
 
 @test "the key file named by the script becomes WANDB_API_KEY, and is never printed" {

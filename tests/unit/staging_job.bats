@@ -8,10 +8,8 @@ load ../helpers/common
 
 setup() {
   hermetic_env
-  export scratch_dir=$BATS_TEST_TMPDIR/scratch/proj exp_name=e
-  export HPC_COMMANDS_FILE=$BATS_TEST_TMPDIR/commands
-  echo 'true' >"$HPC_COMMANDS_FILE"
-  export SLURM_JOB_ID=4242 SLURMD_NODENAME=nodeA SLURM_JOB_NUM_NODES=1 SLURM_JOB_USER=alice
+  job_side_env
+  export SLURM_JOB_NUM_NODES=1 SLURM_JOB_USER=alice
   export HPC_PROVIDES_TMPDIR=no HPC_LOCAL_SCRATCH=$BATS_TEST_TMPDIR/local/%n/%u
   export HPC_LAUNCHER=none
   OWN=$BATS_TEST_TMPDIR/local/nodeA/alice/hpc_job_4242
@@ -20,9 +18,7 @@ setup() {
 
 # job BODY: a batch shell that sources the runtime, takes the first steps, then runs BODY.
 job() {
-  run --separate-stderr bash -c 'source "$1/virtual_env_hpc_files/job_runtime.sh" || exit 9
-    hpc_job_begin; hpc_prepare_tmpdir; hpc_stage_data
-    eval "$2"' _ "$REPO_ROOT" "$1"
+  run_job_side 'hpc_job_begin; hpc_prepare_tmpdir; hpc_stage_data' "$1"
 }
 
 @test "without SLURM_TMPDIR the job makes hpc_job_<id> (mode 700), copies results back, removes it" {

@@ -82,34 +82,40 @@ hpc_on_warning() {
   HPC_WATCHDOG_PID=$!
 }
 
-# _hpc_preempt_time_to VAR: the job's PreemptTime (e.g. 2026-11-22T17:40:12), "" if none.
-_hpc_preempt_time_to() {
-  local -n _pt=$1
-  _pt=""
+# _hpc_job_state_to STATE_VAR PREEMPT_VAR: the job's state (RUNNING, COMPLETING, ...) and
+# its PreemptTime (e.g. 2026-11-22T17:40:12, "" if it was not preempted), from one
+# `scontrol show job`; both "" outside Slurm or when Slurm does not answer.
+_hpc_job_state_to() {
+  local -n _state=$1 _pt=$2
+  local info
+  _state="" _pt=""
   [[ -n ${SLURM_JOB_ID:-} ]] || return 0
-  _pt=$(scontrol show job "$(hpc_job_target)" 2>/dev/null | grep -o 'PreemptTime=[0-9][^ ]*')
-  _pt=${_pt#PreemptTime=}
+  info=$(scontrol show job "$(hpc_job_target)" 2>/dev/null) || return 0
+  [[ $info =~ JobState=([A-Z_]+) ]] && _state=${BASH_REMATCH[1]}
+  [[ $info =~ PreemptTime=([0-9][^[:space:]]*) ]] && _pt=${BASH_REMATCH[1]}
+  return 0
 }
 
 # _hpc_preempt_left_to VAR PREEMPT_TIME: seconds left of the preemption's GraceTime (the
 # job's partition's), or "" when Slurm does not say (a QOS's GraceTime, say).
 _hpc_preempt_left_to() {
   local -n _left=$1
-  local grace="" since
+  local grace="" since now
   _left=""
   [[ -n ${SLURM_JOB_PARTITION:-} ]] &&
     grace=$(scontrol show partition "$SLURM_JOB_PARTITION" 2>/dev/null | grep -o 'GraceTime=[0-9]*')
   grace=${grace#GraceTime=}
   [[ -n $grace ]] && ((grace > 0)) || return 0
   since=$(date -d "$2" +%s 2>/dev/null) || return 0
-  _left=$((grace - ($(date +%s) - since)))
+  printf -v now '%(%s)T' -1
+  _left=$((grace - (now - since)))
   ((_left > 0)) || _left=1
 }
 
 # hpc_on_preempt_notice: SIGUSR2 from the watch step: the job is being preempted.
 hpc_on_preempt_notice() {
-  local when left
-  _hpc_preempt_time_to when
+  local state when left
+  _hpc_job_state_to state when
   [[ -n $when ]] || return 0 # not from a preemption
   _hpc_preempt_left_to left "$when"
   hpc_log "preempted at $when${left:+ ($left s of grace time left)}"
@@ -157,8 +163,7 @@ hpc_on_term() {
     hpc_log "requeued: Slurm ends this attempt (SIGTERM)"
     return 0
   fi
-  [[ -z ${SLURM_JOB_ID:-} ]] || state=$(squeue -h -j "$(hpc_job_target)" -o %T 2>/dev/null)
-  [[ $HPC_REQUEUE_ON_TERM != auto || $state == PREEMPTED ]] || _hpc_preempt_time_to when
+  _hpc_job_state_to state when
   if [[ $HPC_REQUEUE_ON_TERM == yes || ($HPC_REQUEUE_ON_TERM == auto && ($state == PREEMPTED || -n $when)) ]]; then
     hpc_on_warning preempt
     return 0

@@ -339,6 +339,9 @@ KillWait=5
 OverTimeLimit=0
 MinJobAge=300
 MaxJobCount=100000
+# Clusters side by side (port offsets) number their jobs apart, so that two of them never
+# make the same /tmp/hpc_job_<id> on this one machine's shared /tmp.
+FirstJobId=$((PORT_OFFSET * 1000 + 1))
 MaxArraySize=${MAX_ARRAY_SIZE}
 ReturnToService=2
 PrologFlags=Alloc

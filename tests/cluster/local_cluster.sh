@@ -102,6 +102,7 @@ set_paths() {
     MUNGE_PID="${MUNGE_DIR}/munged.pid"
     DB_SOCKET="${DB_DIR}/mysqld.sock"
     DB_PID="${DB_DIR}/mysqld.pid"
+    DB_SAFE_PID="${DB_DIR}/mariadbd-safe.pid"
     DBD_PID="${RUN}/slurmdbd.pid"
     CTLD_PID="${RUN}/slurmctld.pid"
     export SLURM_CONF="${SLURM_CONF_FILE}"
@@ -423,7 +424,7 @@ start_munge() {
 }
 
 db_options() {
-    printf '%s\n' --no-defaults --user=mysql "--datadir=${DB_DIR}/data" \
+    printf '%s\n' --no-defaults --user=mysql "--datadir=${DB_DIR}/data" "--tmpdir=${DB_DIR}/tmp" \
         --innodb-log-file-size=8M --innodb-buffer-pool-size=32M --innodb-lock-wait-timeout=900
 }
 
@@ -436,14 +437,19 @@ start_mariadb() {
     local opts
     mapfile -t opts < <(db_options)
     log "initialising MariaDB in ${DB_DIR}"
-    chown mysql:mysql -- "${DB_DIR}"
+    mkdir -p -- "${DB_DIR}/tmp"
+    chown mysql:mysql -- "${DB_DIR}" "${DB_DIR}/tmp"
     mariadb-install-db "${opts[@]}" --auth-root-authentication-method=socket --skip-test-db \
         >"${LOGS}/mariadb-install.log" 2>&1 ||
         die "mariadb-install-db failed; see ${LOGS}/mariadb-install.log"
-    log "starting mariadbd"
-    setsid mariadbd "${opts[@]}" --socket="${DB_SOCKET}" --pid-file="${DB_PID}" \
+    # mariadbd-safe restarts mariadbd if it crashes (10.11 was seen to die with signal 11
+    # in an on-disk temporary table under load, which took accounting down for the rest
+    # of the run); its own pid file lets stop end it before the server.
+    log "starting mariadbd (under mariadbd-safe)"
+    setsid mariadbd-safe "${opts[@]}" --skip-syslog --socket="${DB_SOCKET}" --pid-file="${DB_PID}" \
         --log-error="${DB_DIR}/error.log" --port="${DB_PORT}" --bind-address=127.0.0.1 \
         --skip-name-resolve --skip-log-bin </dev/null >/dev/null 2>&1 &
+    printf '%s\n' "$!" >"${DB_SAFE_PID}"
     wait_until "${START_TIMEOUT_S}" db_query 'SELECT 1' >/dev/null 2>&1 ||
         die "mariadbd did not start; see ${DB_DIR}/error.log"
 }
@@ -574,6 +580,13 @@ cmd_stop() {
     stop_daemons "${slurmds[@]}" "${CTLD_PID}:slurmctld"
     kill_stray_stepds
     stop_daemons "${DBD_PID}:slurmdbd"
+    # The supervisor first (it ignores SIGTERM; a shell loop, so SIGKILL loses nothing),
+    # or it would restart a server that stop had to SIGKILL.
+    local safe
+    if safe="$(live_pid "${DB_SAFE_PID}" mariadbd-safe)"; then
+        kill -KILL "${safe}" 2>/dev/null || true
+        STOPPED_PIDS+=("${safe}")
+    fi
     stop_daemons "${DB_PID}:mariadbd"
     stop_daemons "${MUNGE_PID}:munged"
     # Exited daemons are zombies until init reaps them; give it a moment so that pgrep

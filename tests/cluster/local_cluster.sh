@@ -37,7 +37,20 @@ readonly PACKAGES=(slurm-wlm munge mariadb-server slurmdbd)
 readonly HELPERS=(prolog.sh epilog.sh task_prolog.sh)
 
 NODES=4
+NODES_GIVEN=0
 MAX_ARRAY_SIZE="${HPC_LOCAL_MAX_ARRAY_SIZE:-10001}"
+# fake: 4 copies of /dev/null per node; real: this machine's NVIDIA GPUs (one node only).
+GPU_MODE="${HPC_LOCAL_GPUS:-fake}"
+NVIDIA_DEV_DIR="${HPC_LOCAL_NVIDIA_DEV_DIR:-/dev}"
+# A folder of Debian 12 .deb files (tests/gpu/prepare_offline.sh): Slurm and munge are
+# unpacked from them into the cluster folder instead of being installed with apt-get.
+SLURM_DEBS="${HPC_LOCAL_SLURM_PREFIX:-}"
+# slurmdbd (accounting through MariaDB, full sacct) or none (jobcomp/filetxt, no MariaDB):
+# a private prefix carries no MariaDB.
+ACCOUNTING=slurmdbd
+MUNGE_USER=munge
+GPU_GRES=""
+GPU_LINES=()
 BASE=""
 STOPPED_PIDS=()
 
@@ -63,6 +76,12 @@ Environment:
   HPC_LOCAL_CLUSTER_DIR     cluster folder (default /tmp/hpc_local_cluster)
   HPC_LOCAL_MAX_ARRAY_SIZE  slurm.conf MaxArraySize for start (default 10001)
   HPC_LOCAL_CLUSTER_PORT_OFFSET  added to every port (default 0), to run a second cluster
+  HPC_LOCAL_GPUS            fake (default: 4 fake GPUs per node) or real (the GPUs that
+                            nvidia-smi lists, as gres of a single node; --nodes 1)
+  HPC_LOCAL_NVIDIA_DEV_DIR  where the real GPUs' nvidiaN device files are (default /dev)
+  HPC_LOCAL_SLURM_PREFIX    a folder of Debian 12 .deb files (tests/gpu/prepare_offline.sh):
+                            Slurm and munge run from them, unpacked into the cluster
+                            folder; no apt-get, no MariaDB (accounting: sacct -c)
 
 Example:
   eval "\$(bash tests/cluster/local_cluster.sh start --nodes 4)"
@@ -105,7 +124,13 @@ set_paths() {
     DB_SAFE_PID="${DB_DIR}/mariadbd-safe.pid"
     DBD_PID="${RUN}/slurmdbd.pid"
     CTLD_PID="${RUN}/slurmctld.pid"
+    PREFIX="${BASE}/slurm-prefix"
+    BIN="${BASE}/bin"
     export SLURM_CONF="${SLURM_CONF_FILE}"
+    # A cluster run from a private prefix: its commands come first (start, stop, status).
+    if [[ -n "${SLURM_DEBS}" || "$(read_setting prefix)" == yes ]]; then
+        export PATH="${BIN}:${PATH}"
+    fi
 }
 
 slurmd_pid_file() { printf '%s/slurmd-%s.pid' "${RUN}" "$1"; }
@@ -133,6 +158,7 @@ missing_packages() {
 }
 
 ensure_packages() {
+    [[ -z "${SLURM_DEBS}" ]] || return 0
     local missing
     missing="$(missing_packages)"
     [[ -n "${missing}" ]] || return 0
@@ -158,6 +184,23 @@ validate_nodes() {
     fi
     [[ "${MAX_ARRAY_SIZE}" =~ ^[1-9][0-9]*$ ]] ||
         die "HPC_LOCAL_MAX_ARRAY_SIZE must be a positive integer (got '${MAX_ARRAY_SIZE}')"
+    case "${GPU_MODE}" in
+        fake) ;;
+        real)
+            # The real devices cannot be split among virtual nodes: one node holds them all.
+            if ((NODES_GIVEN)) && ((NODES != 1)); then
+                die "HPC_LOCAL_GPUS=real runs one node (the machine's GPUs cannot be shared by virtual nodes): use --nodes 1"
+            fi
+            NODES=1
+            ;;
+        *) die "HPC_LOCAL_GPUS must be fake or real (got '${GPU_MODE}')" ;;
+    esac
+    if [[ -n "${SLURM_DEBS}" ]]; then
+        SLURM_DEBS="$(realpath -m -- "${SLURM_DEBS}")"
+        compgen -G "${SLURM_DEBS}/slurmd_*.deb" >/dev/null ||
+            die "HPC_LOCAL_SLURM_PREFIX=${SLURM_DEBS} holds no slurmd_*.deb: run bash tests/gpu/prepare_offline.sh where apt works, and carry tests/.gpu_stage"
+        ACCOUNTING=none
+    fi
 }
 
 port_in_use() {
@@ -270,8 +313,9 @@ make_folders() {
 
 # munged and mariadbd run as users munge and mysql: they must reach their folders.
 check_service_users_reach_folder() {
-    local user
-    for user in munge mysql; do
+    local user users=("${MUNGE_USER}")
+    [[ "${ACCOUNTING}" == none ]] || users+=(mysql)
+    for user in "${users[@]}"; do
         runuser -u "${user}" -- test -x "${BASE}" ||
             die "user ${user} cannot enter ${BASE}; choose a folder all users can reach (HPC_LOCAL_CLUSTER_DIR)"
     done
@@ -279,6 +323,7 @@ check_service_users_reach_folder() {
 
 make_fake_gpus() {
     local node i
+    [[ "${GPU_MODE}" == fake ]] || return 0
     for node in $(node_names); do
         for ((i = 0; i < GPUS_PER_NODE; i++)); do
             mknod -m 0666 "${BASE}/gres/${node}/nvidia${i}" c 1 3
@@ -294,7 +339,103 @@ install_helpers() {
 }
 
 write_settings() {
-    printf 'nodes=%s\nmax_array_size=%s\n' "${NODES}" "${MAX_ARRAY_SIZE}" >"${SETTINGS_FILE}"
+    printf 'nodes=%s\nmax_array_size=%s\ngpus=%s\nprefix=%s\naccounting=%s\n' "${NODES}" \
+        "${MAX_ARRAY_SIZE}" "${GPU_MODE}" "$([[ -n "${SLURM_DEBS}" ]] && echo yes || echo no)" \
+        "${ACCOUNTING}" >"${SETTINGS_FILE}"
+}
+
+# --- real GPUs ----------------------------------------------------------------------
+
+# gpu_type NAME: a gres type from an nvidia-smi name, the first word with a digit, in
+# lower case, cut at the first dash: "NVIDIA H100 80GB HBM3" -> h100, "Tesla V100-SXM2-16GB"
+# -> v100, "NVIDIA GeForce RTX 4090" -> 4090.
+gpu_type() {
+    local word
+    for word in ${1,,}; do
+        if [[ "${word}" == *[0-9]* ]]; then
+            word="${word%%-*}"
+            printf '%s' "${word//[^a-z0-9_]/}"
+            return 0
+        fi
+    done
+    printf 'gpu'
+}
+
+# Fills GPU_GRES (the node's Gres=) and GPU_LINES (gres.conf) from nvidia-smi: one line
+# per GPU, File=NVIDIA_DEV_DIR/nvidiaI, typed by model.
+detect_real_gpus() {
+    local names=() i type file
+    local -A count=()
+    command -v nvidia-smi >/dev/null || die "HPC_LOCAL_GPUS=real: nvidia-smi not found (no NVIDIA driver on this machine?)"
+    mapfile -t names < <(nvidia-smi --query-gpu=name --format=csv,noheader) ||
+        die "HPC_LOCAL_GPUS=real: nvidia-smi --query-gpu=name failed"
+    ((${#names[@]} > 0)) || die "HPC_LOCAL_GPUS=real: nvidia-smi lists no GPU"
+    GPU_LINES=()
+    for i in "${!names[@]}"; do
+        type="$(gpu_type "${names[i]}")"
+        file="${NVIDIA_DEV_DIR}/nvidia${i}"
+        [[ -c "${file}" ]] || die "HPC_LOCAL_GPUS=real: GPU ${i} (${names[i]}) has no device file ${file} (HPC_LOCAL_NVIDIA_DEV_DIR)"
+        count[${type}]=$((${count[${type}]:-0} + 1))
+        GPU_LINES+=("NodeName=node1 Name=gpu Type=${type} File=${file}")
+    done
+    GPU_GRES=""
+    for type in "${!count[@]}"; do
+        GPU_GRES+="${GPU_GRES:+,}gpu:${type}:${count[${type}]}"
+    done
+    log "real GPUs: ${#names[@]} (${names[0]}; gres ${GPU_GRES})"
+}
+
+# --- Slurm from .deb files ----------------------------------------------------------
+
+# Unpacks the .deb files into PREFIX and writes BIN: one wrapper per command. The daemons
+# get the prefix's libraries through LD_LIBRARY_PATH (their process names stay slurmd,
+# munged...); the clients through the dynamic loader's --library-path, so that sbatch
+# does not hand an LD_LIBRARY_PATH on to the jobs' environment.
+install_prefix() {
+    local deb libs loader name target
+    [[ -n "${SLURM_DEBS}" ]] || return 0
+    command -v dpkg-deb >/dev/null || die "HPC_LOCAL_SLURM_PREFIX needs dpkg-deb to unpack the .deb files"
+    loader=/lib64/ld-linux-x86-64.so.2
+    [[ -x "${loader}" ]] || die "HPC_LOCAL_SLURM_PREFIX: no ${loader} (the packages are for x86-64 glibc)"
+    log "unpacking $(compgen -G "${SLURM_DEBS}/*.deb" | wc -l) packages from ${SLURM_DEBS} into ${PREFIX}"
+    mkdir -p -- "${PREFIX}" "${BIN}"
+    for deb in "${SLURM_DEBS}"/*.deb; do
+        dpkg-deb -x "${deb}" "${PREFIX}" || die "dpkg-deb -x ${deb} failed"
+    done
+    libs="${PREFIX}/usr/lib/x86_64-linux-gnu:${PREFIX}/usr/lib/x86_64-linux-gnu/slurm-wlm:${PREFIX}/lib/x86_64-linux-gnu"
+    # Debian's alternatives: slurmd -> slurmd-wlm (the link's name is the process name).
+    for name in slurmctld slurmd slurmstepd; do
+        ln -sfn "${name}-wlm" "${PREFIX}/usr/sbin/${name}"
+    done
+    for target in "${PREFIX}"/usr/sbin/{slurmctld,slurmd,slurmstepd,munged}; do
+        # shellcheck disable=SC2016 # the wrapper expands $LD_LIBRARY_PATH when it runs
+        printf '#!/bin/sh
+LD_LIBRARY_PATH=%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export LD_LIBRARY_PATH
+exec %s "$@"
+' \
+            "${libs}" "${target}" >"${BIN}/${target##*/}"
+    done
+    for target in "${PREFIX}"/usr/bin/*; do
+        printf '#!/bin/sh
+exec %s --library-path %s %s "$@"
+' "${loader}" "${libs}" "${target}" >"${BIN}/${target##*/}"
+    done
+    chmod 0755 -- "${BIN}"/*
+    # munged runs as user munge where there is one; else as nobody (never as root).
+    id -u munge >/dev/null 2>&1 || MUNGE_USER=nobody
+    hash -r
+    if ! "${BIN}/slurmd" -V >/dev/null || ! "${BIN}/munged" --version >/dev/null; then
+        die "the unpacked Slurm or munge does not run here (${BIN}/slurmd -V or munged --version failed)"
+    fi
+}
+
+# With cgroup v2 and no systemd, slurmd 22.05 needs to be told not to ask systemd for
+# its scope (no dbus), and the folder it would have made.
+write_cgroup_conf() {
+    [[ "$(stat -fc %T /sys/fs/cgroup 2>/dev/null)" == cgroup2fs && ! -d /run/systemd/system ]] || return 0
+    printf '# Generated by tests/cluster/local_cluster.sh - cgroup v2 without systemd.\nCgroupPlugin=cgroup/v2\nIgnoreSystemd=yes\nIgnoreSystemdOnFailure=yes\n' >"${ETC}/cgroup.conf"
+    mkdir -p /sys/fs/cgroup/system.slice || log "could not make /sys/fs/cgroup/system.slice; slurmd may fail to start"
 }
 
 # Prints the value of setting $1 of the cluster in the folder (empty if none).
@@ -305,10 +446,28 @@ read_setting() {
 
 # --- configuration files ------------------------------------------------------------
 
+# The accounting lines of slurm.conf: slurmdbd, or none (a job completion file, sacct -c).
+accounting_conf() {
+    if [[ "${ACCOUNTING}" == none ]]; then
+        printf 'AccountingStorageType=accounting_storage/none\nJobCompType=jobcomp/filetxt\nJobCompLoc=%s\n' "${LOGS}/jobcomp.txt"
+        return 0
+    fi
+    printf '%s\n' "AccountingStorageType=accounting_storage/slurmdbd" "AccountingStorageHost=127.0.0.1" \
+        "AccountingStoragePort=${DBD_PORT}" \
+        "# Munge socket for the connections to slurmdbd (AuthInfo does not apply to them)." \
+        "AccountingStoragePass=${MUNGE_SOCKET}" "AccountingStorageTRES=gres/gpu"
+}
+
 write_slurm_conf() {
-    local host last_port
+    local host last_port gres="gpu:${GPUS_PER_NODE}" cpus="${CPUS_PER_NODE}" extra=""
     host="$(hostname -s)"
     last_port=$((NODE_PORT_BASE + NODES))
+    if [[ "${GPU_MODE}" == real ]]; then
+        gres="${GPU_GRES}"
+        cpus="$(nproc)"
+        ((cpus >= CPUS_PER_NODE)) || cpus="${CPUS_PER_NODE}"
+    fi
+    [[ -z "${SLURM_DEBS}" ]] || extra="PluginDir=${PREFIX}/usr/lib/x86_64-linux-gnu/slurm-wlm"
     cat >"${SLURM_CONF_FILE}" <<EOF
 # Generated by tests/cluster/local_cluster.sh - local multi-node test cluster.
 ClusterName=${CLUSTER_NAME}
@@ -350,14 +509,10 @@ Prolog=${ETC}/prolog.sh
 Epilog=${ETC}/epilog.sh
 TaskProlog=${ETC}/task_prolog.sh
 GresTypes=gpu
-AccountingStorageType=accounting_storage/slurmdbd
-AccountingStorageHost=127.0.0.1
-AccountingStoragePort=${DBD_PORT}
-# Munge socket for the connections to slurmdbd (AuthInfo does not apply to them).
-AccountingStoragePass=${MUNGE_SOCKET}
-AccountingStorageTRES=gres/gpu
+$(accounting_conf)
 JobAcctGatherType=jobacct_gather/linux
-NodeName=node[1-${NODES}] NodeHostname=localhost NodeAddr=127.0.0.1 Port=[$((NODE_PORT_BASE + 1))-${last_port}] CPUs=${CPUS_PER_NODE} RealMemory=${MEMORY_PER_NODE} Gres=gpu:${GPUS_PER_NODE} State=UNKNOWN
+${extra}
+NodeName=node[1-${NODES}] NodeHostname=localhost NodeAddr=127.0.0.1 Port=[$((NODE_PORT_BASE + 1))-${last_port}] CPUs=${cpus} RealMemory=${MEMORY_PER_NODE} Gres=${gres} State=UNKNOWN
 # Preemption: only a job of 'urgent' preempts, and only jobs of 'preemptible' (the last
 # node; requeued by Slurm after GraceTime). The other partitions' jobs are never preempted.
 PreemptType=preempt/partition_prio
@@ -371,6 +526,13 @@ EOF
 
 write_gres_conf() {
     local node
+    if [[ "${GPU_MODE}" == real ]]; then
+        {
+            printf '# Generated by tests/cluster/local_cluster.sh - the real GPUs of this machine (nvidia-smi).\n'
+            printf '%s\n' "${GPU_LINES[@]}"
+        } >"${ETC}/gres.conf"
+        return 0
+    fi
     {
         printf '# Generated by tests/cluster/local_cluster.sh - fake GPUs (copies of /dev/null).\n'
         for node in $(node_names); do
@@ -407,12 +569,13 @@ EOF
 
 start_munge() {
     log "starting munged"
-    chown munge:munge -- "${MUNGE_DIR}"
+    chown "${MUNGE_USER}:" -- "${MUNGE_DIR}"
     chmod 0755 -- "${MUNGE_DIR}"
     head -c 1024 /dev/urandom >"${MUNGE_DIR}/munge.key"
-    chown munge:munge -- "${MUNGE_DIR}/munge.key"
+    chown "${MUNGE_USER}:" -- "${MUNGE_DIR}/munge.key"
     chmod 0400 -- "${MUNGE_DIR}/munge.key"
-    runuser -u munge -- munged \
+    # By path: runuser need not keep PATH, where a private prefix's munged is first.
+    runuser -u "${MUNGE_USER}" -- "$(command -v munged)" \
         --socket="${MUNGE_SOCKET}" \
         --key-file="${MUNGE_DIR}/munge.key" \
         --pid-file="${MUNGE_PID}" \
@@ -486,8 +649,11 @@ start_slurmctld() {
 start_slurmds() {
     local node
     log "starting ${NODES} slurmd (node1..node${NODES})"
+    local stepd=()
+    # slurmd runs slurmstepd from its compiled-in path unless told: the prefix's one.
+    [[ -z "${SLURM_DEBS}" ]] || stepd=(-d "${BIN}/slurmstepd")
     for node in $(node_names); do
-        slurmd -f "${SLURM_CONF_FILE}" -N "${node}" ||
+        slurmd -f "${SLURM_CONF_FILE}" -N "${node}" "${stepd[@]}" ||
             die "slurmd ${node} failed to start; see ${LOGS}/slurmd-${node}.log"
     done
 }
@@ -509,7 +675,9 @@ wait_nodes_idle() {
 
 daemon_list() {
     local node
-    printf '%s\n' "${MUNGE_PID}:munged" "${DB_PID}:mariadbd" "${DBD_PID}:slurmdbd" "${CTLD_PID}:slurmctld"
+    printf '%s\n' "${MUNGE_PID}:munged"
+    [[ "${ACCOUNTING}" == none ]] || printf '%s\n' "${DB_PID}:mariadbd" "${DBD_PID}:slurmdbd"
+    printf '%s\n' "${CTLD_PID}:slurmctld"
     for node in $(node_names); do
         printf '%s:slurmd\n' "$(slurmd_pid_file "${node}")"
     done
@@ -519,6 +687,8 @@ healthy() {
     local pair
     [[ -f "${SETTINGS_FILE}" ]] || return 1
     NODES="$(read_setting nodes)"
+    ACCOUNTING="$(read_setting accounting)"
+    ACCOUNTING="${ACCOUNTING:-slurmdbd}"
     while IFS= read -r pair; do
         live_pid "${pair%%:*}" "${pair##*:}" >/dev/null || return 1
     done < <(daemon_list)
@@ -526,6 +696,8 @@ healthy() {
 }
 
 print_env() {
+    # shellcheck disable=SC2016 # $PATH is expanded where the lines are eval'd
+    [[ ! -d "${BIN}" ]] || printf 'export PATH=%q:"$PATH"\n' "${BIN}"
     printf 'export SLURM_CONF=%q\n' "${SLURM_CONF_FILE}"
     printf 'export HPC_LOCAL_CLUSTER_DIR=%q\n' "${BASE}"
 }
@@ -601,9 +773,12 @@ cmd_stop() {
 
 cmd_start() {
     local t0="${SECONDS}"
+    local want_accounting="${ACCOUNTING}"
     if healthy; then
         if [[ "$(read_setting nodes)" == "${REQUESTED_NODES}" &&
-            "$(read_setting max_array_size)" == "${MAX_ARRAY_SIZE}" ]]; then
+            "$(read_setting max_array_size)" == "${MAX_ARRAY_SIZE}" &&
+            "$(read_setting gpus)" == "${GPU_MODE}" &&
+            "$(read_setting prefix)" == "$([[ -n "${SLURM_DEBS}" ]] && echo yes || echo no)" ]]; then
             log "already running (${NODES} nodes) in ${BASE}"
             print_env
             return 0
@@ -617,18 +792,24 @@ cmd_start() {
         cmd_stop
     fi
     NODES="${REQUESTED_NODES}"
+    ACCOUNTING="${want_accounting}"
     check_ports_free
+    [[ "${GPU_MODE}" != real ]] || detect_real_gpus
     wipe_folder
     make_folders
+    install_prefix
     check_service_users_reach_folder
     write_settings
     make_fake_gpus
     install_helpers
     write_slurm_conf
     write_gres_conf
+    write_cgroup_conf
     start_munge
-    start_mariadb
-    start_slurmdbd
+    if [[ "${ACCOUNTING}" != none ]]; then
+        start_mariadb
+        start_slurmdbd
+    fi
     start_slurmctld
     start_slurmds
     wait_nodes_idle
@@ -643,6 +824,8 @@ cmd_status() {
         return 1
     fi
     NODES="$(read_setting nodes)"
+    ACCOUNTING="$(read_setting accounting)"
+    ACCOUNTING="${ACCOUNTING:-slurmdbd}"
     while IFS= read -r pair; do
         if pid="$(live_pid "${pair%%:*}" "${pair##*:}")"; then
             printf '%-10s running  pid %s  (%s)\n' "${pair##*:}" "${pid}" "${pair%%:*}"
@@ -673,9 +856,10 @@ main() {
             --nodes)
                 (($# >= 2)) || die "--nodes needs a value"
                 NODES="$2"
+                NODES_GIVEN=1
                 shift
                 ;;
-            --nodes=*) NODES="${1#--nodes=}" ;;
+            --nodes=*) NODES="${1#--nodes=}" NODES_GIVEN=1 ;;
             start | stop | status | env)
                 [[ -z "${command}" ]] || die "only one command allowed (got '${command}' and '$1')"
                 command="$1"

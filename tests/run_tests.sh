@@ -2,16 +2,18 @@
 # Summary: run every test: shellcheck, bats unit tests, pytest, then the integration
 # tests on the real local Slurm cluster (started here when it is not running).
 #
-# Usage: bash tests/run_tests.sh [unit|python|integration|lint]...   (default: all)
-# Installs what is missing first (tests/setup/install_deps.sh). Integration tests run
-# HPC_TEST_JOBS at a time (default 4). Ends with a line "N passed, N failed".
+# Usage: bash tests/run_tests.sh [unit|python|integration|lint|gpu]...   (default: all)
+# Installs what is missing first (tests/setup/install_deps.sh; not for `gpu` alone, which
+# runs offline). Integration tests run HPC_TEST_JOBS at a time (default 4). `gpu` (the
+# real-GPU stage, tests/gpu/) runs where nvidia-smi lists a GPU; elsewhere it prints one
+# line and counts as skipped. Ends with a line "N passed, N failed, N skipped".
 set -euo pipefail
 
 root=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)
 cd "$root"
 venv=${HPC_TEST_VENV:-$root/.venv}
 jobs=${HPC_TEST_JOBS:-4}
-passed=0 failed=0
+passed=0 failed=0 skipped=0
 failures=()
 
 say() { printf '\n=== %s\n' "$*"; }
@@ -72,10 +74,26 @@ run_integration() {
   PATH=$venv/bin:$PATH run_bats integration tests/integration "${parallel[@]}"
 }
 
+# run_gpu: the real-GPU stage, or one line saying why not (counted as skipped).
+run_gpu() {
+  say "GPU stage (tests/gpu)"
+  if ! nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+    echo "gpu: no NVIDIA GPU on this machine (nvidia-smi found none): skipped"
+    skipped=$((skipped + 1))
+    return 0
+  fi
+  local out
+  out=$(mktemp)
+  bash tests/gpu/run_stage.sh | tee "$out" || true
+  tally gpu "$out"
+  grep -qE '^(not )?ok ' "$out" || { failed=$((failed + 1)) failures+=("gpu: the stage did not start"); }
+  rm -f "$out"
+}
+
 main() {
-  bash tests/setup/install_deps.sh
+  [[ $* == gpu ]] || bash tests/setup/install_deps.sh
   local parts=("$@")
-  ((${#parts[@]})) || parts=(lint unit python integration)
+  ((${#parts[@]})) || parts=(lint unit python integration gpu)
   local part
   for part in "${parts[@]}"; do
     case $part in
@@ -83,12 +101,13 @@ main() {
       unit) run_bats unit tests/unit ;;
       python) run_python ;;
       integration) run_integration ;;
-      *) echo "run_tests.sh: unknown part '$part' (use lint, unit, python, integration)" >&2; exit 2 ;;
+      gpu) run_gpu ;;
+      *) echo "run_tests.sh: unknown part '$part' (use lint, unit, python, integration, gpu)" >&2; exit 2 ;;
     esac
   done
   echo
   ((${#failures[@]} == 0)) || printf 'FAILED: %s\n' "${failures[@]}"
-  echo "$passed passed, $failed failed"
+  echo "$passed passed, $failed failed, $skipped skipped"
   ((failed == 0))
 }
 

@@ -409,17 +409,15 @@ install_prefix() {
     done
     for target in "${PREFIX}"/usr/sbin/{slurmctld,slurmd,slurmstepd,munged}; do
         # shellcheck disable=SC2016 # the wrapper expands $LD_LIBRARY_PATH when it runs
-        printf '#!/bin/sh
-LD_LIBRARY_PATH=%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export LD_LIBRARY_PATH
-exec %s "$@"
-' \
+        printf '#!/bin/sh\nLD_LIBRARY_PATH=%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}\nexport LD_LIBRARY_PATH\nexec %s "$@"\n' \
             "${libs}" "${target}" >"${BIN}/${target##*/}"
     done
     for target in "${PREFIX}"/usr/bin/*; do
-        printf '#!/bin/sh
-exec %s --library-path %s %s "$@"
-' "${loader}" "${libs}" "${target}" >"${BIN}/${target##*/}"
+        if [[ "$(head -c 4 -- "${target}")" == $'\x7fELF' ]]; then
+            printf '#!/bin/sh\nexec %s --library-path %s %s "$@"\n' "${loader}" "${libs}" "${target}" >"${BIN}/${target##*/}"
+        else # a script (bats)
+            printf '#!/bin/sh\nexec %s "$@"\n' "${target}" >"${BIN}/${target##*/}"
+        fi
     done
     chmod 0755 -- "${BIN}"/*
     # munged runs as user munge where there is one; else as nobody (never as root).

@@ -1,6 +1,6 @@
 """One CUDA step, and what the program saw: the GPU stage's plain job (tests/gpu/gpu.bats).
 
-    python cuda_probe.py --out DIR [--tag NAME]
+    python cuda_probe.py [--out DIR] [--tag NAME]
 
 Fails unless CUDA works. Writes DIR/probe_<tag>.json: the GPU it used (name, UUID), the
 CUDA_VISIBLE_DEVICES it was given, how many devices it sees, and when the process started
@@ -24,7 +24,8 @@ import torch  # noqa: E402
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--out", required=True, help="folder for probe_<tag>.json")
+    parser.add_argument("--out", default=os.environ.get("HPC_CHECKPOINT_DIR", "outputs"),
+                        help="output folder (default: $HPC_CHECKPOINT_DIR)")
     parser.add_argument("--tag", default="", help="names the file (default: job, rank, pid)")
     args = parser.parse_args()
     env = os.environ

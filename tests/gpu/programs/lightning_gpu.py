@@ -1,6 +1,6 @@
 """Lightning on every GPU the job has, with the SlurmRequeue callback (tests/gpu/gpu.bats).
 
-    python lightning_gpu.py --out DIR [--max-steps N] [--step-sleep S]
+    python lightning_gpu.py [--out DIR] [--max-steps N] [--step-sleep S]
 
 Devices and nodes come from HPC_DEVICES_PER_NODE and HPC_NUM_NODES (set by hpc_files);
 DDP when there is more than one process (NCCL on GPUs). Checkpoints go to
@@ -58,7 +58,8 @@ def data() -> DataLoader[tuple[torch.Tensor, ...]]:
 def main() -> None:
     env = os.environ
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--out", required=True)
+    parser.add_argument("--out", default=os.environ.get("HPC_CHECKPOINT_DIR", "outputs"),
+                        help="output folder (default: $HPC_CHECKPOINT_DIR)")
     parser.add_argument("--max-steps", type=int, default=40)
     parser.add_argument("--step-sleep", type=float, default=0.0)
     args = parser.parse_args()

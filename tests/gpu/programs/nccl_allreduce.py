@@ -19,7 +19,8 @@ import torch.distributed as dist
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--out", required=True)
+    parser.add_argument("--out", default=os.environ.get("HPC_CHECKPOINT_DIR", "outputs"),
+                        help="output folder (default: $HPC_CHECKPOINT_DIR)")
     args = parser.parse_args()
     env = os.environ
     if not torch.cuda.is_available():

@@ -121,15 +121,8 @@ wait_for_line() {
   report "plain: $(field "$rec" name) as cuda:0, CUDA_VISIBLE_DEVICES=$cvd, torch $(field "$rec" torch) (CUDA $(field "$rec" cuda))"
 }
 
-@test "gpu: --gpu-type with the node's GPU model is granted; --gpus one more than the node has is refused" {
-  local type
-  type=$(scontrol show node node1 | grep -o 'Gres=gpu:[^:,]*' | head -1 | cut -d: -f2)
-  [[ -n $type ]]
-  configs 'python3 gpu_programs/cuda_probe.py --tag typed'
-  gsubmit --gpus 1 --gpu-type "$type" -e typed --time 10
-  expect_completed "$JOB_ID"
-  [ "$(field "$(ckpt typed)/probe_typed.json" device)" = cuda:0 ]
-  # One more GPU than the node has: sbatch refuses it, the toolkit says so, nothing queued.
+@test "gpu: --gpus one more than the node has is refused; nothing is queued" {
+  configs 'python3 gpu_programs/cuda_probe.py'
   local before
   before=$(squeue -h | wc -l)
   run --separate-stderr submitter --venv "$GPU_VENV" --gpus $((NGPU + 1)) -e toomany --time 10
@@ -138,7 +131,20 @@ wait_for_line() {
   [[ $stderr == *"sbatch did not accept the job"* ]]
   [[ $stderr == *"Requested node configuration is not available"* ]]
   [ "$(squeue -h | wc -l)" -eq "$before" ]
-  report "typed: --gpu-type $type granted; --gpus $((NGPU + 1)) refused by sbatch"
+  report "refused: --gpus $((NGPU + 1)) on a node of $NGPU GPU(s), by sbatch"
+}
+
+@test "gpu: --gpu-type with the node's GPU model is granted and runs on it" {
+  local type
+  type=$(scontrol show node node1 | grep -o 'Gres=gpu:[^:,]*' | head -1 | cut -d: -f2)
+  [[ -n $type ]]
+  configs 'python3 gpu_programs/cuda_probe.py --tag typed'
+  gsubmit --gpus 1 --gpu-type "$type" -e typed --time 10
+  expect_completed "$JOB_ID"
+  local rec=$SCRATCH/gpu/typed/checkpoints/probe_typed.json
+  [ "$(field "$rec" device)" = cuda:0 ]
+  [ "$(field "$rec" uuid)" = "$(gpu_uuid "$(field "$rec" cuda_visible_devices)")" ]
+  report "typed: --gpu-type $type granted, ran on $(field "$rec" name)"
 }
 
 @test "gpu: Lightning on every GPU of the node (-d lightning --gpus N; DDP over NCCL when N > 1)" {
@@ -197,17 +203,22 @@ nccl_job() {
 }
 
 @test "gpu: --agents-per-gpu pins each agent to one GPU of its own" {
-  # No W&B server: a stand-in wandb runs the probe as the sweep's run would.
+  # No W&B server: a stand-in wandb runs the probe as the sweep's run would. The job runs
+  # with --venv none and the stage's python3 next on PATH, so that a wandb installed in
+  # that environment does not come before the stand-in.
   mkdir -p "$BATS_TEST_TMPDIR/bin"
   cat >"$BATS_TEST_TMPDIR/bin/wandb" <<'EOF2'
 #!/bin/bash
 exec python3 "$GPU_PROGRAMS/cuda_probe.py" --out "$GPU_AGENT_OUT"
 EOF2
   chmod +x "$BATS_TEST_TMPDIR/bin/wandb"
-  export PATH=$BATS_TEST_TMPDIR/bin:$PATH GPU_AGENT_OUT=$BATS_TEST_TMPDIR/agents \
+  local pybin
+  pybin=$(dirname -- "$(command -v "$PY")")
+  export PATH=$BATS_TEST_TMPDIR/bin:$pybin:$PATH GPU_AGENT_OUT=$BATS_TEST_TMPDIR/agents \
     GPU_PROGRAMS=$PROJECT/gpu_programs
   configs 'python3 gpu_programs/cuda_probe.py'
-  WANDB_API_KEY=gpu-stage-not-a-key gsubmit --wandb-sweepid team/proj/gpu1 --agents-per-gpu \
+  WANDB_API_KEY=gpu-stage-not-a-real-key-0123456789abcdef0123 submit --venv none \
+    --wandb-sweepid team/proj/gpu1 --agents-per-gpu \
     --gpus "$NGPU" --agent-stagger 0 -e agents --time 10
   expect_completed "$JOB_ID"
   local recs=() rec cvd uuids=()

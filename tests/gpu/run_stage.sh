@@ -76,8 +76,8 @@ main() {
   export HPC_GPU_VENV=$venv HPC_GPU_REPORT_DIR=$report
   cuda_ok "$py" || echo "run_stage.sh: warning: $py has no torch that sees CUDA; the checks will fail (set HPC_GPU_VENV)" >&2
 
-  local stop_cluster="bash $root/tests/cluster/local_cluster.sh stop"
-  trap '$stop_cluster >/dev/null 2>&1 || true' EXIT
+  # The cluster folder is exported above: the EXIT trap stops this cluster and no other.
+  trap 'bash "$root/tests/cluster/local_cluster.sh" stop >/dev/null 2>&1 || true' EXIT
   local env_lines
   env_lines=$(bash tests/cluster/local_cluster.sh start --nodes 1) || die "the GPU cluster did not start (see its messages above)"
   eval "$env_lines"

@@ -10,7 +10,7 @@
 # HPC_TEST_VENV when its torch sees CUDA, else the venv that python3 belongs to.
 # Environment: HPC_GPU_REPORT_DIR (default tests/.tmp/gpu_report) receives gpu_report.md,
 # gpu_tap.txt, gpu_figures.txt and cluster_logs.tar.gz; HPC_GPU_CLUSTER_DIR (default
-# /tmp/hpc_gpu_cluster) and HPC_GPU_CLUSTER_PORT_OFFSET (default 50) place the cluster.
+# /tmp/hpc_gpu_cluster) and HPC_GPU_CLUSTER_PORT_OFFSET (default 250) place the cluster.
 set -euo pipefail
 
 root=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/../.." && pwd -P)
@@ -58,7 +58,7 @@ main() {
   rm -f -- "$report"/gpu_report.md "$report"/gpu_tap.txt "$report"/gpu_figures.txt "$report"/cluster_logs.tar.gz
 
   export HPC_LOCAL_CLUSTER_DIR=${HPC_GPU_CLUSTER_DIR:-/tmp/hpc_gpu_cluster}
-  export HPC_LOCAL_CLUSTER_PORT_OFFSET=${HPC_GPU_CLUSTER_PORT_OFFSET:-50}
+  export HPC_LOCAL_CLUSTER_PORT_OFFSET=${HPC_GPU_CLUSTER_PORT_OFFSET:-250}
   export HPC_LOCAL_GPUS=real
   if [[ -n ${HPC_LOCAL_SLURM_PREFIX:-} ]]; then
     :

@@ -94,11 +94,17 @@ report() {
   [[ -z $GPU_REPORT_DIR ]] || printf '%s\n' "$*" >>"$GPU_REPORT_DIR/gpu_figures.txt"
 }
 
-# wait_for_line FILE PATTERN [TIMEOUT_S]
+# wait_for_line JOB FILE PATTERN [TIMEOUT_S]: until the log FILE of JOB has a line matching
+# PATTERN; fails at once if the job has ended without it.
 wait_for_line() {
-  local file=$1 pattern=$2 timeout=${3:-180} start=$SECONDS
+  local job=$1 file=$2 pattern=$3 timeout=${4:-180} start=$SECONDS state
   until [[ -f $file ]] && grep -qE -- "$pattern" "$file"; do
-    ((SECONDS - start < timeout)) || { echo "no '$pattern' in $file after ${timeout}s" >&2; cat "$file" >&2 || true; return 1; }
+    state=$(scontrol show job -o "$job" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
+    if ((SECONDS - start >= timeout)) || [[ $state == @(COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY) ]]; then
+      echo "no '$pattern' in $file (job $job ${state:-unknown}, after $((SECONDS - start)) s)" >&2
+      cat "$file" >&2 || true
+      return 1
+    fi
     sleep 0.5
   done
 }
@@ -265,10 +271,10 @@ EOF2
   local log dir r rec
   log=$(job_log "$JOB_ID" lrq)
   dir=$(ckpt lrq)
-  wait_for_line "$log" '\[train\] step 20 ' 300
+  wait_for_line "$JOB_ID" "$log" '\[train\] step 20 ' 300
   # The wall-time warning, sent now rather than waiting for a real time limit.
   scancel --batch --signal=USR1 "$JOB_ID"
-  wait_for_line "$log" 'resuming from' 300
+  wait_for_line "$JOB_ID" "$log" 'resuming from' 300
   expect_completed "$JOB_ID" 600
   cat "$log"
   [ "$(job_field "$JOB_ID" Restarts)" = 1 ]

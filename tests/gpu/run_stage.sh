@@ -76,8 +76,11 @@ main() {
   export HPC_GPU_VENV=$venv HPC_GPU_REPORT_DIR=$report
   cuda_ok "$py" || echo "run_stage.sh: warning: $py has no torch that sees CUDA; the checks will fail (set HPC_GPU_VENV)" >&2
 
-  # The cluster folder is exported above: the EXIT trap stops this cluster and no other.
-  trap 'bash "$root/tests/cluster/local_cluster.sh" stop >/dev/null 2>&1 || true' EXIT
+  # The cluster folder is exported above: the EXIT trap keeps its logs (also when it did
+  # not start) and stops this cluster and no other.
+  REPORT=$report
+  trap 'tar -czf "$REPORT/cluster_logs.tar.gz" -C "$HPC_LOCAL_CLUSTER_DIR" log etc munge/munged.log 2>/dev/null || true
+    bash "$root/tests/cluster/local_cluster.sh" stop >/dev/null 2>&1 || true' EXIT
   local env_lines
   env_lines=$(bash tests/cluster/local_cluster.sh start --nodes 1) || die "the GPU cluster did not start (see its messages above)"
   eval "$env_lines"
@@ -104,7 +107,6 @@ main() {
     echo
     [[ ! -f $report/gpu_figures.txt ]] || sed 's/^/- /' "$report/gpu_figures.txt"
   } >>"$report/gpu_report.md"
-  tar -czf "$report/cluster_logs.tar.gz" -C "$HPC_LOCAL_CLUSTER_DIR" log etc 2>/dev/null || true
   echo "report: $report/gpu_report.md" >&2
   return "$rc"
 }

@@ -292,17 +292,18 @@ EOF2
 }
 
 @test "gpu: time from submission to the first CUDA step, vs the same program started by hand" {
-  local i t0 hand=() slurm=() rec
-  for i in 1 2 3; do
+  local round t0 hand=() slurm=() rec
+  # Not "i": bats' own run() sets a global i.
+  for round in 1 2 3; do
     t0=$EPOCHREALTIME
-    "$PY" "$PROJECT/gpu_programs/cuda_probe.py" --out "$BATS_TEST_TMPDIR/hand" --tag "hand$i" >/dev/null
-    rec=$BATS_TEST_TMPDIR/hand/probe_hand$i.json
+    "$PY" "$PROJECT/gpu_programs/cuda_probe.py" --out "$BATS_TEST_TMPDIR/hand" --tag "hand$round" >/dev/null
+    rec=$BATS_TEST_TMPDIR/hand/probe_hand$round.json
     hand+=("$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["t_first_cuda_step"] - float(sys.argv[2]))' "$rec" "$t0")")
-    configs "python3 gpu_programs/cuda_probe.py --tag slurm$i"
+    configs "python3 gpu_programs/cuda_probe.py --tag slurm$round"
     t0=$EPOCHREALTIME
-    gsubmit --gpus 1 -e launch --time 10
+    gsubmit --gpus 1 -e "launch$round" --time 10
     expect_completed "$JOB_ID"
-    rec=$(ckpt launch)/probe_slurm$i.json
+    rec=$(ckpt "launch$round")/probe_slurm$round.json
     slurm+=("$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["t_first_cuda_step"] - float(sys.argv[2]))' "$rec" "$t0")")
   done
   local line

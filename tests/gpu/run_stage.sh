@@ -10,7 +10,8 @@
 # HPC_TEST_VENV when its torch sees CUDA, else the venv that python3 belongs to.
 # Environment: HPC_GPU_REPORT_DIR (default tests/.tmp/gpu_report) receives gpu_report.md,
 # gpu_tap.txt, gpu_figures.txt and cluster_logs.tar.gz; HPC_GPU_CLUSTER_DIR (default
-# /tmp/hpc_gpu_cluster) and HPC_GPU_CLUSTER_PORT_OFFSET (default 250) place the cluster.
+# /tmp/hpc_gpu_cluster) and HPC_GPU_CLUSTER_PORT_OFFSET (default 250) place the cluster;
+# HPC_GPU_BATS_FILTER (a regular expression) runs only the checks whose names match.
 set -euo pipefail
 
 root=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/../.." && pwd -P)
@@ -97,7 +98,7 @@ main() {
   } >"$report/gpu_report.md"
 
   local rc=0
-  bats tests/gpu | tee "$report/gpu_tap.txt" || rc=$?
+  bats ${HPC_GPU_BATS_FILTER:+-f "$HPC_GPU_BATS_FILTER"} tests/gpu | tee "$report/gpu_tap.txt" || rc=$?
 
   {
     echo

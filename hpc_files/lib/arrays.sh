@@ -134,7 +134,9 @@ hpc_array_submit() {
     if ((rc != 0)) || [[ ! ${out%%;*} =~ ^[0-9]+$ ]]; then
       ((${#ids[@]} == 0)) || scancel "${ids[@]}" || warn "could not cancel jobs ${ids[*]}: cancel them with scancel"
       rm -f -- "${written[@]}"
-      die "sbatch did not accept array $((${#ids[@]} + 1)) of ${#J_ARRAY_CHUNKS[@]} (exit $rc${out:+, said: $out}); nothing was submitted${ids[*]:+ (jobs ${ids[*]} were cancelled)}"
+      local why
+      hpc_explain_refusal_to why
+      die "${why:+$why }sbatch did not accept array $((${#ids[@]} + 1)) of ${#J_ARRAY_CHUNKS[@]} (exit $rc${out:+, said: $out}); nothing was submitted${ids[*]:+ (jobs ${ids[*]} were cancelled)}"
     fi
     prev=${out%%;*}
     ids+=("$prev")

@@ -94,7 +94,7 @@ _count_args_insert_to() {
   seg=${line:starts[pick]:ends[pick]-starts[pick]}
   _count_args_command_word_to word "$seg"
   case $word in
-    '' | '('* | '{' | if | for | while | until | case | select | function | '[[' | '((') return 1 ;;
+    '' | '('* | '{' | if | for | while | until | case | select | function | '[[') return 1 ;;
   esac
   local end=${ends[pick]}
   # Before the blanks that end the segment.

@@ -60,7 +60,7 @@ hpc_profile_check_values() {
     die "cluster profile $file: HPC_DEFAULT_PARTITION '$HPC_DEFAULT_PARTITION' is not a partition name or comma-separated list of them"
   is_slurm_time "$HPC_DEFAULT_TIME" ||
     die "cluster profile $file: HPC_DEFAULT_TIME '$HPC_DEFAULT_TIME' is not a Slurm time (for example 01:00:00 or 2-00:00:00)"
-  [[ $HPC_LOCAL_SCRATCH == /* ]] && ! has_newline "$HPC_LOCAL_SCRATCH" ||
+  { [[ $HPC_LOCAL_SCRATCH == /* ]] && ! has_newline "$HPC_LOCAL_SCRATCH"; } ||
     die "cluster profile $file: HPC_LOCAL_SCRATCH '$HPC_LOCAL_SCRATCH' must be an absolute path on one line (for example /tmp)"
   for name in HPC_MODULES HPC_VENV_PATH; do
     ! has_newline "${!name}" || die "cluster profile $file: $name must be one line"

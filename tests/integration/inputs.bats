@@ -2,6 +2,7 @@
 # Inputs of issue 12 that only the real Slurm can judge: a '%' in the log's path (sbatch
 # --output expands it), a fresh install's default submission, the message when sbatch
 # refuses a request no node can hold, and --nodes-arg reaching the program.
+# shellcheck disable=SC2030,SC2031 # each @test runs in a subshell of its own: SCRATCH and PROJECT are set per test
 
 load ../helpers/cluster
 

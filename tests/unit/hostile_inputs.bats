@@ -66,6 +66,7 @@ refused_hard() {
   [[ $output != *$'\357\273\277'* ]]
 }
 
+# shellcheck disable=SC2016,SC1003 # the lines are the configs file's text, not ours
 @test "configs: Windows line ends, comments with quotes and every kind of valid line pass bash -n" {
   printf '%s\r\n' 'python examples/train.py --x "a b" # it'\''s' \
     'for i in 1 2; do echo "$i"; done' '{ echo a; }' 'echo "a\"b" '\''c'\''' \
@@ -98,7 +99,7 @@ refused_hard() {
     --nodes-arg num_nodes --devices-arg devices -e x
   [ "$status" -eq 0 ]
   [ "$(cat "$SCRATCH"/proj/hpc_outputs/jobs/x-*.commands)" = "$cmds" ]
-  ! grep -q 'HPC_NODES_ARG\|HPC_DEVICES_ARG' "$SCRATCH"/proj/hpc_outputs/jobs/x-*.sbatch
+  run ! grep -q 'HPC_NODES_ARG\|HPC_DEVICES_ARG' "$SCRATCH"/proj/hpc_outputs/jobs/x-*.sbatch
 }
 
 @test "a relative WANDB_API_KEY_FILE is made absolute: the job finds the key from any folder" {
@@ -163,6 +164,7 @@ refused_hard() {
   [ -f "$fresh/examples/train.py" ]
   [ -f "$fresh/examples/sweep_train.py" ]
   # The default submission finds every script it names (no warning).
+  # shellcheck disable=SC2016 # $1 is the inner shell's
   run --separate-stderr bash -c 'cd "$1" && bash hpc_files/job_submitter.sh --dry-run --venv none' _ "$fresh"
   [ "$status" -eq 0 ]
   [[ $stderr != *"not in the project"* ]]

@@ -23,8 +23,8 @@ hpc_slurm_limits() {
       fi
     done < <(scontrol show config 2>/dev/null)
   fi
-  is_uint "$array" && ((10#$array > 1)) || array=1001
-  is_uint "$jobs" && ((10#$jobs > 0)) || jobs=10000
+  is_count "$array" && ((10#$array > 1)) || array=1001
+  is_count "$jobs" && ((10#$jobs > 0)) || jobs=10000
   HPC_SLURM_MAX_ARRAY_SIZE=$((10#$array)) HPC_SLURM_MAX_JOB_COUNT=$((10#$jobs))
 }
 

@@ -45,9 +45,12 @@ quote_to() {
 # and far below 2^63, so bash arithmetic never wraps (2^64+1 GPUs is not 1 GPU).
 HPC_MAX_COUNT_DIGITS=9
 
-is_uint() { [[ $1 =~ ^[0-9]+$ ]] && ((${#1} <= HPC_MAX_COUNT_DIGITS)); }
+is_uint() { [[ $1 =~ ^[0-9]+$ ]] && ((10#$1 >= 0)); }
 
-is_posint() { is_uint "$1" && ((10#$1 > 0)); }
+is_posint() { [[ $1 =~ ^[0-9]+$ ]] && ((10#$1 > 0)); }
+
+# is_count VALUE: a whole number of at most HPC_MAX_COUNT_DIGITS digits (check_count dies).
+is_count() { [[ $1 =~ ^[0-9]+$ ]] && ((${#1} <= HPC_MAX_COUNT_DIGITS)); }
 
 # check_count NAME VALUE [MIN] [UNIT]: die unless VALUE is a whole number of at most
 # HPC_MAX_COUNT_DIGITS digits and at least MIN (default 0). The one validator of every
@@ -55,7 +58,7 @@ is_posint() { is_uint "$1" && ((10#$1 > 0)); }
 check_count() {
   local name=$1 value=$2 min=${3:-0} unit=${4:-}
   [[ $value =~ ^[0-9]+$ ]] || die "$name must be a whole number${unit:+ of $unit}, not '$value'"
-  ((${#value} <= HPC_MAX_COUNT_DIGITS)) ||
+  is_count "$value" ||
     die "$name '$value' is far too large (more than $HPC_MAX_COUNT_DIGITS digits): give a realistic number"
   ((10#$value >= min)) || die "$name must be at least $min, not '$value'"
 }

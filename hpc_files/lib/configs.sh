@@ -10,7 +10,7 @@ HPC_UTF8_BOM=$'\xef\xbb\xbf'
 # number where each command starts).
 hpc_read_configs() {
   local file=$1 line pending="" lineno=0 start=0 lines
-  J_COMMANDS=() J_COMMAND_LINES=()
+  J_COMMANDS=() J_COMMAND_LINES=() J_CONFIG_SCRIPTS=()
   [[ -e $file ]] || die "configs file '$file' not found: write the command to run (e.g. 'python train.py --lr 0.1') in experiment_configurations.txt or pass --configs FILE"
   [[ -f $file && -r $file ]] || die "configs file '$file' is not a readable file"
   _configs_check_bytes "$file"
@@ -48,12 +48,25 @@ hpc_read_configs() {
 
 # _configs_check_bytes FILE: no NUL byte (bash would drop it and run a different command),
 # no control character or terminal escape code (printed raw into terminals and logs), no
-# carriage return but at a line's end (Windows line ends are fine). One grep for the file.
+# carriage return but at a line's end (Windows line ends are fine). The same grep also
+# lists the scripts of "python script.py" lines (J_CONFIG_SCRIPTS, "LINE:SCRIPT", each
+# script once), for hpc_check_scripts_exist: one process for both.
 _configs_check_bytes() {
-  local file=$1 hit
-  # (bash's own warning about the NUL it drops from $(...) is not for the user.)
-  { hit=$(LC_ALL=C grep -m1 -naP '[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]|\r(?!$)|\xc2[\x80-\x9f]' -- "$file"); } 2>/dev/null || return 0
-  die "configs file '$file', line ${hit%%:*}: holds a NUL byte, a control character, a terminal escape code or a carriage return inside the line; write the command with plain text only (check the editor's encoding, e.g. 'cat -A' shows them)"
+  local file=$1 out hit
+  local -a hits
+  local -A seen=()
+  J_CONFIG_SCRIPTS=()
+  # (bash's own warning about a NUL it drops from $(...) is not for the user.)
+  { out=$(LC_ALL=C grep -noaP '[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]|\r(?!$)|\xc2[\x80-\x9f]|^\s*(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)*(?:\S*/)?python[0-9.]*\s+(?:-u\s+)?\K[A-Za-z0-9_./+-]+\.py(?=[\s;|&)]|$)' -- "$file"); } 2>/dev/null || return 0
+  mapfile -t hits <<<"$out"
+  for hit in "${hits[@]}"; do
+    if [[ $hit != *.py || $hit == *[!0-9A-Za-z_./+:-]* ]]; then
+      die "configs file '$file', line ${hit%%:*}: holds a NUL byte, a control character, a terminal escape code or a carriage return inside the line; write the command with plain text only (check the editor's encoding, e.g. 'cat -A' shows them)"
+    fi
+    [[ -n ${seen[${hit#*:}]:-} ]] && continue
+    seen[${hit#*:}]=1
+    J_CONFIG_SCRIPTS+=("$hit")
+  done
 }
 
 # The text put after each command when all are checked by one bash -n: a comment where
@@ -65,10 +78,9 @@ HPC_CONFIGS_GUARD='#'\''("`('
 # _configs_check_syntax FILE: every command parses as bash (bash -n), in one bash process
 # for all of them; on an error, the command at fault is found and named by its line.
 _configs_check_syntax() {
-  local file=$1 text="" cmd err k=0 n=${#J_COMMANDS[@]}
-  for cmd in "${J_COMMANDS[@]}"; do
-    text+="_hpc_line() {"$'\n'"$cmd"$'\n'"$HPC_CONFIGS_GUARD"$'\n}\n'
-  done
+  local file=$1 text err k=0 n=${#J_COMMANDS[@]}
+  # One printf for all commands (the format is reused per argument; the guard has no %).
+  printf -v text "_hpc_line() {\n%s\n$HPC_CONFIGS_GUARD\n}\n" "${J_COMMANDS[@]}"
   err=$(bash -n 2>&1 <<<"$text") && [[ $err != *here-document* ]] && return 0
   # Four lines per command: bash's first "line N" points at the command it choked on.
   if [[ $err =~ line\ ([0-9]+): ]]; then

@@ -233,18 +233,14 @@ hpc_validate_commands() {
 
 # hpc_check_scripts_exist: a "python script.py ..." line whose script is not in the project
 # would fail only on the node, after its wait in the queue: warn now (a warning, not a
-# refusal: the script may be made by the job, or live in a container image).
+# refusal: the script may be made by the job, or live in a container image). The scripts
+# were listed while the configs file was read (J_CONFIG_SCRIPTS, configs.sh).
 hpc_check_scripts_exist() {
-  local line script k=0 seen=" "
-  local re='^[[:space:]]*([A-Za-z_][A-Za-z0-9_]*=[^[:space:]]*[[:space:]]+)*([^[:space:]]*/)?python[0-9.]*[[:space:]]+(-u[[:space:]]+)?([A-Za-z0-9_./+-]+\.py)([[:space:];|&)]|$)'
-  for line in "${J_COMMANDS[@]}"; do
-    ((++k))
-    [[ $line =~ $re ]] || continue
-    script=${BASH_REMATCH[4]}
-    [[ $seen != *" $script "* ]] || continue
-    seen+="$script "
-    [[ $script == /* ]] || script=$J_SOURCE_DIR/$script
-    [[ -f $script ]] ||
-      warn "line ${J_COMMAND_LINES[k - 1]:-$k} of the commands runs ${BASH_REMATCH[4]}, which is not in the project ($script not found): the job would fail on the node; fix the path (commands run in $J_SOURCE_DIR)"
+  local hit script path
+  for hit in "${J_CONFIG_SCRIPTS[@]}"; do
+    script=${hit#*:} path=${hit#*:}
+    [[ $path == /* ]] || path=$J_SOURCE_DIR/$path
+    [[ -f $path ]] ||
+      warn "configs file line ${hit%%:*} runs $script, which is not in the project ($path not found): the job would fail on the node; fix the path (commands run in $J_SOURCE_DIR)"
   done
 }

@@ -130,7 +130,7 @@ refused_hard() {
   printf 'python examples/nope.py --lr 1\npython examples/train.py\npython /abs/x.py\n' >"$PROJECT/c.txt"
   run --separate-stderr submitter --dry-run --configs c.txt
   [ "$status" -eq 0 ]
-  [[ $stderr == *"line 1 of the commands runs examples/nope.py, which is not in the project"* ]]
+  [[ $stderr == *"configs file line 1 runs examples/nope.py, which is not in the project"* ]]
   [[ $stderr == *"/abs/x.py"* ]]
   [[ $stderr != *"examples/train.py,"* ]]
 }

@@ -6,7 +6,8 @@
 # Copies hpc_files/, virtual_env_hpc_files/, singularity_hpc_files/, plai_cleanups/ and
 # python/ into PROJECT_DIR (with this README as hpc_files/README.md), replacing an older
 # copy of those folders. Your own files are never overwritten: experiment_configurations.txt
-# and sweeper.yml are written only when the project has none.
+# and sweeper.yml, and the example scripts they run (examples/train.py,
+# examples/sweep_train.py), are written only when the project has none.
 set -euo pipefail
 
 HPC_PROG=install_into_project.sh
@@ -18,18 +19,23 @@ source "$here/lib/hpc_lib.sh"
 
 TOOLKIT_FOLDERS=(hpc_files virtual_env_hpc_files singularity_hpc_files plai_cleanups python)
 TEMPLATES=(experiment_configurations.txt sweeper.yml)
+# The scripts those templates run: without them the first default submission fails on
+# the node. Copied when the project has none of that name.
+TEMPLATE_EXAMPLES=(examples/train.py examples/sweep_train.py)
 
 main() {
   if [[ ${1:-} == -h || ${1:-} == --help ]]; then
     sed -n 's/^# \{0,1\}//; 2,9p' "${BASH_SOURCE[0]}"
     return 0
   fi
+  HPC_DIE_STATUS=2 # a refusal of the arguments is a usage error
   (($# == 1)) || die_usage "give the project folder: bash hpc_files/install_into_project.sh PROJECT_DIR"
   local root target=$1 folder file
   root=$(cd -- "$here/.." && pwd -P)
   [[ -d $target ]] || die "project folder '$target' does not exist: create it first"
   target=$(cd -- "$target" && pwd -P)
   [[ $target != "$root" ]] || die "'$target' is the toolkit itself: give your project's folder"
+  HPC_DIE_STATUS=1
   for folder in "${TOOLKIT_FOLDERS[@]}"; do
     [[ -d $root/$folder ]] || continue
     rm -rf -- "${target:?}/$folder.new"
@@ -42,6 +48,10 @@ main() {
   [[ ! -f $root/README.md ]] || cp -- "$root/README.md" "$target/hpc_files/README.md"
   for file in "${TEMPLATES[@]}"; do
     [[ -e $target/$file || ! -f $root/$file ]] || cp -- "$root/$file" "$target/$file"
+  done
+  for file in "${TEMPLATE_EXAMPLES[@]}"; do
+    [[ -e $target/$file || ! -f $root/$file ]] && continue
+    mkdir -p -- "$target/${file%/*}" && cp -- "$root/$file" "$target/$file"
   done
   printf 'hpc_files installed in %s\n' "$target"
   printf 'Next: write your command in %s/experiment_configurations.txt, then\n' "$target"

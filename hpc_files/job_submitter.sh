@@ -100,9 +100,11 @@ print_dry_run() {
 
 print_submitted() {
   local log n=${#J_COMMANDS[@]}
+  local name
   hpc_plan_log_pattern_to log
-  log=${log//%j/$J_JOB_ID}
-  log=${log//%A/$J_JOB_ID}
+  # Only the file's name holds the pattern; the folder may hold a literal '%'.
+  name=${log##*/} name=${name//%j/$J_JOB_ID}
+  log=${log%/*}/${name//%A/$J_JOB_ID}
   if ((n > 1)); then
     printf 'Submitted batch job %s (array of %d tasks, 0-%d)\n' "$J_JOB_ID" "$n" "$((n - 1))"
     printf '  logs:   %s\n' "${log//%a/<task>}"
@@ -119,7 +121,7 @@ HPC_TOOLKIT_DIR=${BASH_SOURCE[0]}
 HPC_TOOLKIT_DIR=${HPC_TOOLKIT_DIR%/*}
 # shellcheck source=hpc_files/lib/hpc_lib.sh
 source "$HPC_TOOLKIT_DIR/lib/hpc_lib.sh"
-for _part in options profile validate resources configs plan submit venv container staging wandb_key sweep arrays; do
+for _part in options profile validate resources configs count_args plan submit venv container staging wandb_key sweep arrays; do
   # shellcheck source=/dev/null
   source "$HPC_TOOLKIT_DIR/lib/$_part.sh"
 done
@@ -135,15 +137,22 @@ prepare() {
   hpc_profile_load "${OPT_CLUSTER:-${HPC_CLUSTER:-generic}}" "$HPC_TOOLKIT_DIR/clusters"
   hpc_settle_job
   hpc_sweep_validate # a sweep makes its own commands (hpc_sweep_stage)
-  hpc_sweep_requested || hpc_read_configs "${OPT_CONFIGS:-$source_dir/experiment_configurations.txt}"
+  if ! hpc_sweep_requested; then
+    hpc_read_configs "${OPT_CONFIGS:-$source_dir/experiment_configurations.txt}"
+    hpc_check_task_count "${#J_COMMANDS[@]}" "the configs file's ${#J_COMMANDS[@]} commands"
+  fi
   hpc_validate_commands
   hpc_settle_paths "$source_dir"
+  hpc_sweep_requested || hpc_check_scripts_exist
+  hpc_add_count_args
   hpc_staging_settle
   hpc_settle_container
 }
 
 main() {
   local source_dir stamp venv_job="" script_text
+  # Until the first file is written, every refusal is of the user's input: exit 2.
+  HPC_DIE_STATUS=2
   source_dir=${HPC_PROJECT_DIR:-$(cd -- "$HPC_TOOLKIT_DIR/.." && pwd -P)}
   prepare "$source_dir" "$@"
   if ((OPT_HELP)); then
@@ -151,7 +160,7 @@ main() {
     return 0
   fi
   if ((OPT_DRY_RUN == 0)) && ! command -v sbatch >/dev/null; then
-    die "sbatch not found on PATH: run this on a Slurm login node, or start the local test cluster (bash tests/cluster/local_cluster.sh start, then eval \"\$(bash tests/cluster/local_cluster.sh env)\"), or preview with --dry-run"
+    HPC_DIE_STATUS=1 die "sbatch not found on PATH: run this on a Slurm login node, or start the local test cluster (bash tests/cluster/local_cluster.sh start, then eval \"\$(bash tests/cluster/local_cluster.sh env)\"), or preview with --dry-run"
   fi
 
   printf -v stamp '%(%Y%m%d-%H%M%S)T-%s' -1 "$$"
@@ -170,6 +179,7 @@ main() {
 
   hpc_venv_check
   confirm_large_array "${#J_COMMANDS[@]}"
+  HPC_DIE_STATUS=1 # from here on a failure is the machine's or Slurm's, not the input's
   hpc_staging_build
   ((OPT_SETUP_VENV == 0)) || hpc_venv_submit_build venv_job
   ! hpc_sweep_requested || hpc_sweep_write # an offline sweep's folder, just before sbatch

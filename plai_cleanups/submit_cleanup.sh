@@ -302,12 +302,15 @@ schedule_next() {
 }
 
 main() {
+  # A refusal of the options or the environment's settings is a usage error: exit 2.
+  HPC_DIE_STATUS=2
   parse_options "$@"
   if ((OPT_HELP)); then
     usage
     return 0
   fi
   settle
+  HPC_DIE_STATUS=1
   check_tools
   C_USER=$(id -un)
   [[ -n $C_PARTITION ]] || C_PARTITION=$(default_partition)

@@ -52,15 +52,6 @@ hpc_distributed_env() {
   hpc_log "$HPC_LAUNCHER: $HPC_NUM_NODES node(s) x $HPC_PROCS_PER_NODE process(es) ($HPC_ACCELERATOR), MASTER_ADDR=$MASTER_ADDR MASTER_PORT=$MASTER_PORT"
 }
 
-# hpc_append_count_args COMMAND: COMMAND with --NODES_ARG N / --DEVICES_ARG M appended
-# when the user asked for them (--nodes-arg, --devices-arg); otherwise unchanged.
-hpc_with_count_args() {
-  local cmd=$1
-  [[ -z ${HPC_NODES_ARG:-} ]] || cmd+=" --$HPC_NODES_ARG $HPC_NUM_NODES"
-  [[ -z ${HPC_DEVICES_ARG:-} ]] || cmd+=" --$HPC_DEVICES_ARG $HPC_PROCS_PER_NODE"
-  printf '%s' "$cmd"
-}
-
 # hpc_srun_tasks TASKS_PER_NODE MODE COMMAND: one srun step over every node; a task that
 # fails kills the step (--kill-on-bad-exit), so the job ends at once, with the exit code
 # of the rank that failed first (the others were stopped by a signal).
@@ -91,13 +82,13 @@ hpc_srun_tasks() {
 # the ranks from srun. The command is not rewritten.
 hpc_launch_lightning() {
   hpc_distributed_env
-  hpc_srun_tasks "$HPC_TASKS_PER_NODE" plain "$(hpc_with_count_args "$HPC_COMMAND")"
+  hpc_srun_tasks "$HPC_TASKS_PER_NODE" plain "$HPC_COMMAND"
 }
 
 # script: every task runs the command with torch.distributed's variables set.
 hpc_launch_script() {
   hpc_distributed_env
-  hpc_srun_tasks "$HPC_TASKS_PER_NODE" ranks "$(hpc_with_count_args "$HPC_COMMAND")"
+  hpc_srun_tasks "$HPC_TASKS_PER_NODE" ranks "$HPC_COMMAND"
 }
 
 # hpc_torchrun_command: the laptop line "python [-u] [-m] script args" as a torchrun line.
@@ -121,7 +112,6 @@ hpc_launch_torchrun() {
   hpc_distributed_env
   local cmd
   cmd=$(hpc_torchrun_command) || return 1
-  cmd=$(hpc_with_count_args "$cmd")
   hpc_log "torchrun command: $cmd"
   hpc_srun_tasks 1 plain "$cmd"
 }
@@ -153,7 +143,7 @@ c = Client(scheduler_file=sys.argv[1], timeout=120); c.wait_for_workers(int(sys.
   fi
   hpc_log "dask: scheduler and $HPC_NUM_NODES worker(s) ready, DASK_SCHEDULER_FILE=$file"
   export DASK_SCHEDULER_FILE=$file
-  hpc_spawn_command "$(hpc_with_count_args "$HPC_COMMAND")"
+  hpc_spawn_command "$HPC_COMMAND"
   cmd_pid=$HPC_CHILD_PID
   # Whichever ends first: the command (normal), or the workers (a node failed). A trapped
   # signal interrupts wait without a finished pid: wait again.

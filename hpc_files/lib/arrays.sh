@@ -7,22 +7,42 @@
 # With a --max-parallel cap, each array waits for the one before (afterany), so the cap
 # holds across them.
 
-# hpc_max_array_size_to VAR: HPC_MAX_ARRAY_SIZE (profile), else the cluster's
-# MaxArraySize, else Slurm's default 1001.
-hpc_max_array_size_to() {
-  local -n _max=$1
-  local line
-  _max=${HPC_MAX_ARRAY_SIZE:-}
-  if [[ -z $_max ]] && command -v scontrol >/dev/null; then
+# hpc_slurm_limits: HPC_SLURM_MAX_ARRAY_SIZE and HPC_SLURM_MAX_JOB_COUNT, from the profile
+# or environment (HPC_MAX_ARRAY_SIZE, HPC_MAX_JOB_COUNT), else the cluster's MaxArraySize
+# and MaxJobCount (one `scontrol show config` per submission, and only for arrays), else
+# Slurm's defaults 1001 and 10000.
+hpc_slurm_limits() {
+  [[ -z ${HPC_SLURM_MAX_JOB_COUNT:-} ]] || return 0
+  local line array=${HPC_MAX_ARRAY_SIZE:-} jobs=${HPC_MAX_JOB_COUNT:-}
+  if [[ -z $array || -z $jobs ]] && command -v scontrol >/dev/null; then
     while IFS= read -r line; do
-      if [[ $line =~ ^MaxArraySize[[:space:]]*=[[:space:]]*([0-9]+) ]]; then
-        _max=${BASH_REMATCH[1]}
-        break
+      if [[ -z ${HPC_MAX_ARRAY_SIZE:-} && $line =~ ^MaxArraySize[[:space:]]*=[[:space:]]*([0-9]+) ]]; then
+        array=${BASH_REMATCH[1]}
+      elif [[ -z ${HPC_MAX_JOB_COUNT:-} && $line =~ ^MaxJobCount[[:space:]]*=[[:space:]]*([0-9]+) ]]; then
+        jobs=${BASH_REMATCH[1]}
       fi
     done < <(scontrol show config 2>/dev/null)
   fi
-  [[ $_max =~ ^[0-9]+$ ]] && ((10#$_max > 1)) || _max=1001
-  _max=$((10#$_max))
+  is_count "$array" && ((10#$array > 1)) || array=1001
+  is_count "$jobs" && ((10#$jobs > 0)) || jobs=10000
+  HPC_SLURM_MAX_ARRAY_SIZE=$((10#$array)) HPC_SLURM_MAX_JOB_COUNT=$((10#$jobs))
+}
+
+# hpc_max_array_size_to VAR: the largest array index plus one the cluster takes.
+hpc_max_array_size_to() {
+  local -n _max=$1
+  hpc_slurm_limits
+  _max=$HPC_SLURM_MAX_ARRAY_SIZE
+}
+
+# hpc_check_task_count N WHAT: die when N tasks are more than the cluster holds at once
+# (MaxJobCount): such a submission could never be queued whole. WHAT says where N came from.
+hpc_check_task_count() {
+  local n=$1 what=$2
+  ((n > 1)) || return 0
+  hpc_slurm_limits
+  ((n <= HPC_SLURM_MAX_JOB_COUNT)) ||
+    die "$what: $n tasks are more than the $HPC_SLURM_MAX_JOB_COUNT jobs this cluster holds at once (MaxJobCount): submit at most $HPC_SLURM_MAX_JOB_COUNT (split the work, or ask fewer runs)"
 }
 
 # hpc_array_plan: fills J_ARRAY_CHUNKS, one "OFFSET<TAB>SPEC<TAB>COUNT<TAB>TASKS" entry
@@ -34,6 +54,7 @@ hpc_array_plan() {
   local n=${#J_COMMANDS[@]}
   ((n > 1)) || return 1
   local ranges=${J_ARRAY_RANGES:-0-$((n - 1))} max r lo hi end k last=-1
+  hpc_check_task_count "$n" "the submission"
   hpc_max_array_size_to max
   [[ -n ${J_ARRAY_RANGES:-} ]] || ((n > max)) || return 1
   J_MAX_ARRAY_SIZE=$max
@@ -113,7 +134,9 @@ hpc_array_submit() {
     if ((rc != 0)) || [[ ! ${out%%;*} =~ ^[0-9]+$ ]]; then
       ((${#ids[@]} == 0)) || scancel "${ids[@]}" || warn "could not cancel jobs ${ids[*]}: cancel them with scancel"
       rm -f -- "${written[@]}"
-      die "sbatch did not accept array $((${#ids[@]} + 1)) of ${#J_ARRAY_CHUNKS[@]} (exit $rc${out:+, said: $out}); nothing was submitted${ids[*]:+ (jobs ${ids[*]} were cancelled)}"
+      local why
+      hpc_explain_refusal_to why
+      die "${why:+$why }sbatch did not accept array $((${#ids[@]} + 1)) of ${#J_ARRAY_CHUNKS[@]} (exit $rc${out:+, said: $out}); nothing was submitted${ids[*]:+ (jobs ${ids[*]} were cancelled)}"
     fi
     prev=${out%%;*}
     ids+=("$prev")

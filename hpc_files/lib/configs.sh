@@ -1,15 +1,23 @@
 # shellcheck shell=bash
 # Reads experiment_configurations.txt: one command per line, as typed on a laptop.
 # Blank lines and lines starting with '#' are skipped; a line ending in a backslash
-# continues on the next one. Each command is later run by bash exactly as written.
+# continues on the next one. Each command is later run by bash exactly as written, so
+# each is checked here as bash would read it (bash -n), before anything waits in a queue.
 
-# hpc_read_configs FILE: fills the array J_COMMANDS.
+HPC_UTF8_BOM=$'\xef\xbb\xbf'
+
+# hpc_read_configs FILE: fills the arrays J_COMMANDS and J_COMMAND_LINES (the file's line
+# number where each command starts).
 hpc_read_configs() {
-  local file=$1 line pending="" lineno=0 lines
-  J_COMMANDS=()
+  local file=$1 line pending="" lineno=0 start=0 lines
+  J_COMMANDS=() J_COMMAND_LINES=() J_CONFIG_SCRIPTS=()
   [[ -e $file ]] || die "configs file '$file' not found: write the command to run (e.g. 'python train.py --lr 0.1') in experiment_configurations.txt or pass --configs FILE"
   [[ -f $file && -r $file ]] || die "configs file '$file' is not a readable file"
+  _configs_check_bytes "$file"
   mapfile -t lines <"$file"
+  # A BOM (editors on Windows write one) would glue itself to the first word: "#" would
+  # no longer start a comment.
+  [[ ${lines[0]:-} != "$HPC_UTF8_BOM"* ]] || lines[0]=${lines[0]#"$HPC_UTF8_BOM"}
   # The cheap glob tests guard the costlier trims and regex: most lines need none of them.
   for line in "${lines[@]}"; do
     ((++lineno))
@@ -18,6 +26,7 @@ hpc_read_configs() {
       # Trim leading blanks; skip blank and comment lines between commands.
       [[ $line != [[:space:]]* ]] || line=${line#"${line%%[![:space:]]*}"}
       [[ -z $line || $line == '#'* ]] && continue
+      start=$lineno
     fi
     # An odd number of trailing backslashes continues the command on the next line.
     if [[ $line == *\\ && $line =~ (^|[^\\])(\\\\)*\\$ ]]; then
@@ -27,8 +36,70 @@ hpc_read_configs() {
     line=$pending$line
     pending=""
     [[ $line != *[[:space:]] ]] || line=${line%"${line##*[![:space:]]}"}
-    [[ -n $line ]] && J_COMMANDS+=("$line")
+    if [[ -n $line ]]; then
+      J_COMMANDS+=("$line")
+      J_COMMAND_LINES+=("$start")
+    fi
   done
   [[ -z $pending ]] || die "configs file '$file' ends with a backslash continuation (line $lineno): finish the command or remove the trailing '\\'"
   ((${#J_COMMANDS[@]} > 0)) || die "configs file '$file' has no command: add a line such as 'python train.py --lr 0.1' (lines starting with # are comments)"
+  _configs_check_syntax "$file"
+}
+
+# _configs_check_bytes FILE: no NUL byte (bash would drop it and run a different command),
+# no control character or terminal escape code (printed raw into terminals and logs), no
+# carriage return but at a line's end (Windows line ends are fine). The same grep also
+# lists the scripts of "python script.py" lines (J_CONFIG_SCRIPTS, "LINE:SCRIPT", each
+# script once), for hpc_check_scripts_exist: one process for both.
+_configs_check_bytes() {
+  local file=$1 out hit
+  local -a hits
+  local -A seen=()
+  J_CONFIG_SCRIPTS=()
+  # (bash's own warning about a NUL it drops from $(...) is not for the user.)
+  { out=$(LC_ALL=C grep -noaP '[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]|\r(?!$)|\xc2[\x80-\x9f]|^\s*(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)*(?:\S*/)?python[0-9.]*\s+(?:-u\s+)?\K[A-Za-z0-9_./+-]+\.py(?=[\s;|&)]|$)' -- "$file"); } 2>/dev/null || return 0
+  mapfile -t hits <<<"$out"
+  for hit in "${hits[@]}"; do
+    if [[ $hit != *.py || $hit == *[!0-9A-Za-z_./+:-]* ]]; then
+      die "configs file '$file', line ${hit%%:*}: holds a NUL byte, a control character, a terminal escape code or a carriage return inside the line; write the command with plain text only (check the editor's encoding, e.g. 'cat -A' shows them)"
+    fi
+    [[ -n ${seen[${hit#*:}]:-} ]] && continue
+    seen[${hit#*:}]=1
+    J_CONFIG_SCRIPTS+=("$hit")
+  done
+}
+
+# The text put after each command when all are checked by one bash -n: a comment where
+# the command ended cleanly, a syntax error where a quote, backquote or $( ) it opened is
+# still open, so that no command can borrow a later line's quote or bracket; each command
+# is also the body of a function, whose '}' an unclosed if/for/{ ... would trip over.
+HPC_CONFIGS_GUARD='#'\''("`('
+
+# _configs_check_syntax FILE: every command parses as bash (bash -n), in one bash process
+# for all of them; on an error, the command at fault is found and named by its line.
+_configs_check_syntax() {
+  local file=$1 text err k=0 n=${#J_COMMANDS[@]}
+  # One printf for all commands (the format is reused per argument; the guard has no %).
+  printf -v text "_hpc_line() {\n%s\n$HPC_CONFIGS_GUARD\n}\n" "${J_COMMANDS[@]}"
+  err=$(bash -n 2>&1 <<<"$text") && [[ $err != *here-document* ]] && return 0
+  # Four lines per command: bash's first "line N" points at the command it choked on.
+  if [[ $err =~ line\ ([0-9]+): ]]; then
+    k=$(((BASH_REMATCH[1] - 1) / 4))
+    ((k < n)) || k=$((n - 1))
+    _configs_check_one "$file" "$k"
+  fi
+  # Not there (an error only bash's end of input revealed, a here-document): one by one.
+  for ((k = 0; k < n; k++)); do
+    _configs_check_one "$file" "$k"
+  done
+}
+
+# _configs_check_one FILE K: die naming command K's line unless it parses alone.
+_configs_check_one() {
+  local err
+  err=$(bash -n 2>&1 <<<"${J_COMMANDS[$2]}") && return 0
+  err=${err%%$'\n'*}
+  err=${err#bash: }
+  err=${err#line [0-9]*: }
+  die "configs file '$1', line ${J_COMMAND_LINES[$2]}: the command is not valid bash ($err): close the quote, backquote or bracket it opens (the node runs each line with bash, on its own)"
 }

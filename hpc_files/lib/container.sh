@@ -17,6 +17,11 @@ _container_check_image() {
   local image=$1
   [[ -e $image ]] ||
     die "--singularity-container: image '$image' not found. Build it (apptainer build IMAGE.sif singularity_hpc_files/example.def) or give the path of an existing .sif file; see README.md, 'Containers'"
+  # Anything but a folder or a regular file (a FIFO, a device) would hang or mislead the
+  # checks below, which read the file.
+  if [[ ! -d $image && ! -f $image ]]; then
+    die "--singularity-container: '$image' is neither a .sif file nor a folder (a pipe, socket or device?): give a regular .sif image file or a sandbox folder"
+  fi
   if [[ -d $image ]]; then
     hpc_container_image_kind "$image" >/dev/null ||
       die "--singularity-container: '$image' is a folder but not a sandbox image (no .singularity.d or usr inside): give a .sif file or a folder made by 'apptainer build --sandbox'"

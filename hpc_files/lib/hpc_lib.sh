@@ -4,10 +4,12 @@
 
 HPC_PROG=${HPC_PROG:-hpc_files}
 
-# die MESSAGE...: "prog: message" on stderr, exit 1 (exit 2 for usage errors via die_usage).
+# die MESSAGE...: "prog: message" on stderr, exit HPC_DIE_STATUS (default 1). An
+# executable sets HPC_DIE_STATUS=2 while it judges its input, so every refusal of bad
+# input exits 2, as a usage error does (die_usage); later failures exit 1.
 die() {
   printf '%s: %s\n' "$HPC_PROG" "$*" >&2
-  exit 1
+  exit "${HPC_DIE_STATUS:-1}"
 }
 
 die_usage() {
@@ -39,9 +41,27 @@ quote_to() {
 
 # --- validators: each returns 0/1 and prints nothing ---------------------------
 
+# Counts have at most HPC_MAX_COUNT_DIGITS digits: more than any cluster has of anything,
+# and far below 2^63, so bash arithmetic never wraps (2^64+1 GPUs is not 1 GPU).
+HPC_MAX_COUNT_DIGITS=9
+
 is_uint() { [[ $1 =~ ^[0-9]+$ ]] && ((10#$1 >= 0)); }
 
 is_posint() { [[ $1 =~ ^[0-9]+$ ]] && ((10#$1 > 0)); }
+
+# is_count VALUE: a whole number of at most HPC_MAX_COUNT_DIGITS digits (check_count dies).
+is_count() { [[ $1 =~ ^[0-9]+$ ]] && ((${#1} <= HPC_MAX_COUNT_DIGITS)); }
+
+# check_count NAME VALUE [MIN] [UNIT]: die unless VALUE is a whole number of at most
+# HPC_MAX_COUNT_DIGITS digits and at least MIN (default 0). The one validator of every
+# count: options (--gpus, --signal-grace ...) and profile settings alike.
+check_count() {
+  local name=$1 value=$2 min=${3:-0} unit=${4:-}
+  [[ $value =~ ^[0-9]+$ ]] || die "$name must be a whole number${unit:+ of $unit}, not '$value'"
+  is_count "$value" ||
+    die "$name '$value' is far too large (more than $HPC_MAX_COUNT_DIGITS digits): give a realistic number"
+  ((10#$value >= min)) || die "$name must be at least $min, not '$value'"
+}
 
 # Slurm names (account, partition, gpu type, experiment): no spaces, quotes, slashes,
 # shell metacharacters or leading dash; these end up in paths and #SBATCH lines.
@@ -54,6 +74,7 @@ is_partition_list() { [[ $1 =~ ^[A-Za-z0-9_][A-Za-z0-9_.+-]*(,[A-Za-z0-9_][A-Za-
 # with minutes and seconds below 60, hours below 24 after a day count, and not zero.
 is_slurm_time() {
   local t=$1 d=0 h=0 m=0 s=0 r
+  [[ ! $t =~ [0-9]{$((HPC_MAX_COUNT_DIGITS + 1))} ]] || return 1 # would wrap
   if [[ $t =~ ^([0-9]+)-([0-9]{1,2})(:([0-9]{1,2}))?(:([0-9]{1,2}))?$ ]]; then
     r=("${BASH_REMATCH[@]}")
     d=$((10#${r[1]})) h=$((10#${r[2]})) m=$((10#${r[4]:-0})) s=$((10#${r[6]:-0}))
@@ -96,10 +117,18 @@ slurm_time_seconds() {
 normalize_mem_to() {
   local size=$2 number unit
   [[ $size =~ ^[0-9]+[Bb]$ ]] && return 1
-  [[ $size =~ ^([0-9]+)([KkMmGgTt])?[Bb]?$ ]] || return 1
+  [[ $size =~ ^([0-9]{1,12})([KkMmGgTt])?[Bb]?$ ]] || return 1
   number=$((10#${BASH_REMATCH[1]})) unit=${BASH_REMATCH[2]^^}
   ((number > 0)) || return 1
   printf -v "$1" '%s%s' "$number" "${unit:-M}"
+}
+
+# sbatch_filename_to VAR PATH: PATH written for sbatch's --output/--error, whose '%'
+# starts a replacement (%j, %a, ...): a literal '%' becomes '%%'. Returns 1 when PATH holds
+# a backslash, which switches every replacement off (Slurm offers no escape for it).
+sbatch_filename_to() {
+  [[ $2 != *\\* ]] || return 1
+  printf -v "$1" '%s' "${2//%/%%}"
 }
 
 # has_newline VALUE: true when VALUE holds a newline or carriage return.

@@ -25,6 +25,50 @@ _opt_needs_value() {
   die_usage "option $1 needs a value"
 }
 
+_opt_empty_value() {
+  die_usage "option $1 was given an empty value: give a value, or leave the option out for its default"
+}
+
+# _edit_distance_to VAR A B: Levenshtein distance (small strings; error path only).
+_edit_distance_to() {
+  local -n _d=$1
+  local a=$2 b=$3 i j cost del ins sub
+  local -a prev cur
+  for ((j = 0; j <= ${#b}; j++)); do prev[j]=$j; done
+  for ((i = 1; i <= ${#a}; i++)); do
+    cur=("$i")
+    for ((j = 1; j <= ${#b}; j++)); do
+      cost=1
+      [[ ${a:i-1:1} != "${b:j-1:1}" ]] || cost=0
+      del=$((prev[j] + 1)) ins=$((cur[j - 1] + 1)) sub=$((prev[j - 1] + cost))
+      ((ins >= del)) || del=$ins
+      ((sub >= del)) || del=$sub
+      cur[j]=$del
+    done
+    prev=("${cur[@]}")
+  done
+  _d=${prev[${#b}]}
+}
+
+# _opt_suggest_to VAR UNKNOWN: " (did you mean --x?)" for the closest long option of the
+# usage header (the one list of options), or "".
+_opt_suggest_to() {
+  local -n _s=$1
+  local unknown=${2//_/-} best="" best_d=3 d line known
+  _s=""
+  [[ $unknown == --?* ]] || return 0
+  while IFS= read -r line; do
+    while [[ $line =~ (--[a-z][a-z0-9-]*)(.*) ]]; do
+      known=${BASH_REMATCH[1]} line=${BASH_REMATCH[2]}
+      _edit_distance_to d "$unknown" "$known"
+      # One a prefix of the other (--gpu, --dry): close, unless a nearer spelling exists.
+      if ((d > 2)) && [[ $known == "$unknown"* || $unknown == "$known"* ]]; then d=2; fi
+      if ((d < best_d)); then best=$known best_d=$d; fi
+    done
+  done < <(print_usage_header "${HPC_USAGE_FILE:-${BASH_SOURCE[-1]}}")
+  [[ -z $best ]] || _s=" (did you mean $best?)"
+}
+
 hpc_parse_options() {
   hpc_options_reset
   local opt value inline
@@ -52,6 +96,7 @@ hpc_parse_options() {
       --data)
         # One or more paths: every following word up to the next option.
         if ((inline)); then
+          [[ -n $value ]] || _opt_empty_value "$opt"
           OPT_DATA+=("$value")
         fi
         while (($#)) && [[ $1 != -* ]]; do
@@ -74,12 +119,15 @@ hpc_parse_options() {
           value=$1
           shift
         fi
+        [[ -n $value ]] || _opt_empty_value "$opt"
         OPT_SBATCH_OPTIONS+=("$value")
         continue
         ;;
       *)
         if [[ $opt == -* ]]; then
-          die_usage "unknown option: $opt"
+          local hint
+          _opt_suggest_to hint "$opt"
+          die_usage "unknown option: $opt$hint"
         fi
         die_usage "unexpected argument: $opt (the command to run goes in experiment_configurations.txt or --configs FILE)"
         ;;
@@ -92,6 +140,8 @@ hpc_parse_options() {
       value=$1
       shift
     fi
+    # An empty value would silently mean the default (--gpus= is not 0 GPUs).
+    [[ -n $value ]] || _opt_empty_value "$opt"
     case $opt in
       -A | --account) OPT_ACCOUNT=$value ;;
       -p | --partition) OPT_PARTITION=$value ;;

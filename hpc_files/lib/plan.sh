@@ -24,13 +24,17 @@ _export() {
   printf 'export %s=%s\n' "$1" "$q"
 }
 
-# hpc_plan_log_pattern: the log path given to --output (%j, or %A_%a for arrays).
+# hpc_plan_log_pattern_to VAR [sbatch]: the log path with %j (or %A_%a for arrays) for the
+# job's number; with "sbatch", as given to --output: a '%' of the folder's path doubled,
+# so that Slurm does not take it for a replacement (validate.sh refuses a backslash).
 hpc_plan_log_pattern_to() {
   local -n _out=$1
+  local dir=$J_SCRATCH_DIR/hpc_outputs
+  [[ ${2:-} != sbatch ]] || sbatch_filename_to dir "$dir"
   if ((${#J_COMMANDS[@]} > 1)); then
-    _out=$J_SCRATCH_DIR/hpc_outputs/$J_EXP_NAME-%A_%a.out
+    _out=$dir/$J_EXP_NAME-%A_%a.out
   else
-    _out=$J_SCRATCH_DIR/hpc_outputs/$J_EXP_NAME-%j.out
+    _out=$dir/$J_EXP_NAME-%j.out
   fi
 }
 
@@ -50,7 +54,7 @@ hpc_plan_script() {
   local gpu array log q_script q_runtime
   hpc_gpu_directive_to gpu
   hpc_plan_array_to array
-  hpc_plan_log_pattern_to log
+  hpc_plan_log_pattern_to log sbatch
   quote_to q_script "$J_SCRIPT_PATH"
   quote_to q_runtime "$J_SOURCE_DIR/virtual_env_hpc_files/job_runtime.sh"
 
@@ -109,8 +113,6 @@ EOF
   _export HPC_TASKS_PER_NODE "$J_TASKS_PER_NODE"
   _export HPC_CPUS_PER_TASK "$J_CPUS_PER_TASK"
   _export HPC_PROCS_PER_NODE "$J_PROCS_PER_NODE"
-  _export HPC_NODES_ARG "$J_NODES_ARG"
-  _export HPC_DEVICES_ARG "$J_DEVICES_ARG"
   _export HPC_SIGNAL_GRACE "$J_SIGNAL_GRACE"
   _export HPC_MAX_RESTARTS "$J_MAX_RESTARTS"
   _export HPC_REQUEUE "$J_REQUEUE"

@@ -41,8 +41,28 @@ hpc_profile_load() {
     yes | no) ;;
     *) die "cluster profile $file: HPC_PROVIDES_TMPDIR must be 'yes' or 'no', not '$HPC_PROVIDES_TMPDIR'" ;;
   esac
-  is_uint "$HPC_MAX_GPUS_PER_NODE" || die "cluster profile $file: HPC_MAX_GPUS_PER_NODE must be a whole number"
-  is_posint "$HPC_SIGNAL_GRACE" || die "cluster profile $file: HPC_SIGNAL_GRACE must be a positive number of seconds"
-  is_uint "$HPC_MAX_RESTARTS" || die "cluster profile $file: HPC_MAX_RESTARTS must be a whole number"
-  is_posint "$HPC_DEFAULT_CPUS_PER_TASK" || die "cluster profile $file: HPC_DEFAULT_CPUS_PER_TASK must be a positive whole number"
+  hpc_profile_check_values "$file"
+}
+
+# hpc_profile_check_values FILE: the profile's values get the checks their command-line
+# options get (a profile is user input too): counts, names, times, paths.
+hpc_profile_check_values() {
+  local file=$1 pair name min
+  for pair in HPC_MAX_GPUS_PER_NODE:0 HPC_SIGNAL_GRACE:1 HPC_MAX_RESTARTS:0 HPC_DEFAULT_CPUS_PER_TASK:1; do
+    name=${pair%:*} min=${pair#*:}
+    check_count "cluster profile $file: $name" "${!name}" "$min"
+  done
+  [[ -z $HPC_MAX_ARRAY_PARALLEL ]] ||
+    check_count "cluster profile $file: HPC_MAX_ARRAY_PARALLEL" "$HPC_MAX_ARRAY_PARALLEL" 1
+  [[ -z $HPC_DEFAULT_ACCOUNT ]] || is_safe_name "$HPC_DEFAULT_ACCOUNT" ||
+    die "cluster profile $file: HPC_DEFAULT_ACCOUNT '$HPC_DEFAULT_ACCOUNT' is not a Slurm account name (letters, digits, . _ + -)"
+  [[ -z $HPC_DEFAULT_PARTITION ]] || is_partition_list "$HPC_DEFAULT_PARTITION" ||
+    die "cluster profile $file: HPC_DEFAULT_PARTITION '$HPC_DEFAULT_PARTITION' is not a partition name or comma-separated list of them"
+  is_slurm_time "$HPC_DEFAULT_TIME" ||
+    die "cluster profile $file: HPC_DEFAULT_TIME '$HPC_DEFAULT_TIME' is not a Slurm time (for example 01:00:00 or 2-00:00:00)"
+  { [[ $HPC_LOCAL_SCRATCH == /* ]] && ! has_newline "$HPC_LOCAL_SCRATCH"; } ||
+    die "cluster profile $file: HPC_LOCAL_SCRATCH '$HPC_LOCAL_SCRATCH' must be an absolute path on one line (for example /tmp)"
+  for name in HPC_MODULES HPC_VENV_PATH; do
+    ! has_newline "${!name}" || die "cluster profile $file: $name must be one line"
+  done
 }

@@ -39,3 +39,38 @@ hpc_gpu_directive_to() {
     *) out="--gres=gpu:$typed" ;;
   esac
 }
+
+# hpc_explain_refusal_to VAR: after sbatch refused the job, which of the per-node requests
+# no node of the partition can hold, and what to pass instead ("" when none is found).
+# One sinfo call, on this failure path only. The default CPUs grow with --gpus (one
+# process per GPU x HPC_DEFAULT_CPUS_PER_TASK), so "--gpus 6" can fail on CPUs first.
+hpc_explain_refusal_to() {
+  local -n _why=$1
+  local line cpus gres gpus max_cpus=0 max_gpus=0 where="the cluster's nodes" args=(-h -o '%c|%G')
+  _why=""
+  command -v sinfo >/dev/null || return 0
+  if [[ -n $J_PARTITION ]]; then
+    args+=(-p "$J_PARTITION") where="the nodes of partition $J_PARTITION"
+  fi
+  while IFS='|' read -r cpus gres; do
+    [[ $cpus =~ ^[0-9]+$ ]] && ((cpus > max_cpus)) && max_cpus=$cpus
+    # gres "gpu:4", "gpu:a100:4(S:0-1)", several comma-separated, or "(null)"
+    gpus=0
+    while [[ $gres =~ gpu(:[A-Za-z0-9_.-]+)?:([0-9]+)(.*) ]]; do
+      gpus=$((gpus + BASH_REMATCH[2])) gres=${BASH_REMATCH[3]}
+    done
+    ((gpus <= max_gpus)) || max_gpus=$gpus
+  done < <(sinfo "${args[@]}" 2>/dev/null)
+  ((max_cpus > 0)) || return 0
+  if ((J_GPUS > max_gpus)); then
+    _why+=" --gpus $J_GPUS is more than the $max_gpus GPU(s) per node of $where: lower --gpus, or spread the job with --num-nodes and --which-distributed."
+  fi
+  if ((J_CPUS > max_cpus)); then
+    if [[ -z $OPT_CPUS ]]; then
+      _why+=" The job asks for $J_CPUS CPUs per node (the default: $J_PROCS_PER_NODE process(es) x $HPC_DEFAULT_CPUS_PER_TASK CPU(s), HPC_DEFAULT_CPUS_PER_TASK of profile '$HPC_PROFILE_NAME'), more than the $max_cpus CPUs per node of $where: pass --cpus $max_cpus (or fewer)."
+    else
+      _why+=" --cpus $J_CPUS is more than the $max_cpus CPUs per node of $where: pass --cpus $max_cpus or fewer."
+    fi
+  fi
+  _why=${_why# }
+}

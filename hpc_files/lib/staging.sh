@@ -21,8 +21,12 @@ _hpc_results_settle() {
   J_RESULTS_FOLDER=${OPT_RESULTS_DIR:-results}
   if [[ $J_RESULTS_FOLDER != none ]]; then
     has_newline "$J_RESULTS_FOLDER" && die "--results-dir must be one line"
+    # Relative to $SLURM_TMPDIR only: an absolute folder (on $SCRATCH, say) would be
+    # copied into itself by every sync, and '..' leaves the job's own folder.
+    [[ $J_RESULTS_FOLDER != /* ]] ||
+      die "--results-dir '$J_RESULTS_FOLDER' is an absolute path: give a folder relative to \$SLURM_TMPDIR on the node's local disk (e.g. results); it is copied back to \$SCRATCH/<project>/<exp>/results for you"
     [[ /$J_RESULTS_FOLDER/ != */../* ]] ||
-      die "--results-dir '$J_RESULTS_FOLDER' holds '..': give a folder inside \$SLURM_TMPDIR (e.g. results) or an absolute path on the node's local disk"
+      die "--results-dir '$J_RESULTS_FOLDER' holds '..': give a folder inside \$SLURM_TMPDIR (e.g. results)"
     [[ ${J_RESULTS_FOLDER//[\/.]/} != "" ]] ||
       die "--results-dir '$J_RESULTS_FOLDER' names no folder: give e.g. results, or none to copy nothing back"
   fi
@@ -30,7 +34,7 @@ _hpc_results_settle() {
   [[ -n $OPT_SYNC_EVERY ]] || return 0
   [[ $J_RESULTS_FOLDER != none ]] || die "--sync-every needs a results folder: drop --results-dir none"
   local whole frac
-  [[ $OPT_SYNC_EVERY =~ ^([0-9]*)(\.([0-9]{1,3}))?$ && -n ${OPT_SYNC_EVERY//./} ]] ||
+  [[ $OPT_SYNC_EVERY =~ ^([0-9]{0,9})(\.([0-9]{1,3}))?$ && -n ${OPT_SYNC_EVERY//./} ]] ||
     die "--sync-every '$OPT_SYNC_EVERY' is not a number of minutes (e.g. 10, or 0.5 for 30 s)"
   whole=${BASH_REMATCH[1]:-0} frac=${BASH_REMATCH[3]}000
   J_SYNC_EVERY_S=$((10#$whole * 60 + 10#${frac:0:3} * 60 / 1000))

@@ -39,7 +39,10 @@ hpc_submit() {
   out=$("${argv[@]}") || rc=$?
   if ((rc != 0)) || [[ ! ${out%%;*} =~ ^[0-9]+$ ]]; then
     rm -f -- "$J_SCRIPT_PATH" "$J_COMMANDS_PATH"
-    die "sbatch did not accept the job (exit $rc${out:+, said: $out}); nothing was submitted. Its message above says why (a partition, account or resource the cluster does not have?)"
+    local why
+    hpc_explain_refusal_to why
+    [[ -n $why ]] || why="Its message above says why (a partition, account or resource the cluster does not have?)"
+    die "sbatch did not accept the job (exit $rc${out:+, said: $out}); nothing was submitted. $why"
   fi
   J_JOB_ID=${out%%;*}
   # The ledger `hpc status` reads: one line per submission (a single short append).

@@ -116,6 +116,7 @@ _sweep_online_commands() {
     J_COMMANDS=("$agent --per-gpu --stagger $J_AGENT_STAGGER")
     return 0
   fi
+  hpc_check_task_count "$J_NUM_AGENTS" "--num-agents $J_NUM_AGENTS"
   # Agents that start together wait i x stagger seconds, so they do not all call the
   # W&B API at the same instant; at most --max-parallel start together.
   width=${J_MAX_PARALLEL:-$J_NUM_AGENTS}
@@ -145,6 +146,8 @@ _sweep_stage_py() {
   SWEEP_OUT=$("$py" -c 'import sys; sys.path.insert(0, sys.argv.pop(1))
 from hpc_toolkit.sweep.stage import main; sys.exit(main(sys.argv[1:]))' \
     "$toolkit_py" --prog "$HPC_PROG" "$@") || rc=$?
+  # Its exit 1 is a fault of the sweep file or options: a usage error while judging input.
+  ((rc != 1)) || exit "${HPC_DIE_STATUS:-1}"
   ((rc == 0)) || exit "$rc"
 }
 
@@ -162,6 +165,9 @@ _sweep_new_id_to() {
 _sweep_offline_commands() {
   local args=() method count
   [[ -z $OPT_NUM_AGENTS ]] || args=(--num-agents "$((10#$OPT_NUM_AGENTS))")
+  # More points than the cluster can queue are refused by the check itself.
+  hpc_slurm_limits
+  args+=(--max-points "$HPC_SLURM_MAX_JOB_COUNT")
   _sweep_new_id_to J_SWEEP_ID
   J_SWEEP_DIR=$J_SCRATCH_DIR/sweeps/$J_SWEEP_ID
   _sweep_stage_py check "$OPT_SWEEP_FILE" "${args[@]}" --sweep-id "$J_SWEEP_ID" --exp-name "$J_EXP_NAME"

@@ -15,21 +15,18 @@ _in_list() {
   return 1
 }
 
-# hpc_validate_counts: whole numbers where whole numbers are asked for.
+# hpc_validate_counts: whole numbers where whole numbers are asked for (check_count:
+# also no absurd digit counts, which bash arithmetic would wrap).
 hpc_validate_counts() {
-  local pair name value
-  for pair in "--gpus|$OPT_GPUS" "--cpus|$OPT_CPUS" "--num-nodes|$OPT_NODES" \
-    "--max-parallel|$OPT_MAX_PARALLEL" "--num-agents|$OPT_NUM_AGENTS" \
-    "--procs-per-node|$OPT_PROCS_PER_NODE"; do
+  local pair name value min
+  for pair in "--gpus|0|$OPT_GPUS" "--cpus|1|$OPT_CPUS" "--num-nodes|1|$OPT_NODES" \
+    "--max-parallel|1|$OPT_MAX_PARALLEL" "--num-agents|1|$OPT_NUM_AGENTS" \
+    "--procs-per-node|1|$OPT_PROCS_PER_NODE" "--signal-grace|0|$OPT_SIGNAL_GRACE" \
+    "--max-restarts|0|$OPT_MAX_RESTARTS" "--runs-per-agent|1|$OPT_RUNS_PER_AGENT" \
+    "--agent-stagger|0|$OPT_AGENT_STAGGER"; do
     name=${pair%%|*} value=${pair#*|}
-    [[ -z $value ]] && continue
-    is_uint "$value" || die "$name must be a whole number, not '$value'"
-  done
-  for pair in "--cpus|$OPT_CPUS" "--num-nodes|$OPT_NODES" "--max-parallel|$OPT_MAX_PARALLEL" \
-    "--num-agents|$OPT_NUM_AGENTS" "--procs-per-node|$OPT_PROCS_PER_NODE"; do
-    name=${pair%%|*} value=${pair#*|}
-    [[ -z $value ]] && continue
-    is_posint "$value" || die "$name must be at least 1, not '$value'"
+    min=${value%%|*} value=${value#*|}
+    [[ -z $value ]] || check_count "$name" "$value" "$min"
   done
 }
 
@@ -47,12 +44,44 @@ hpc_validate_names() {
       die "--nodes-arg/--devices-arg '$flag' must be your program's option name without dashes (for example num_nodes, which adds '--num_nodes N')"
   done
   for flag in "${OPT_SBATCH_OPTIONS[@]}"; do
-    if ! [[ $flag =~ ^--[a-z][a-z-]*(=.*)?$ ]] || has_newline "$flag"; then
-      die "--sbatch-option '$flag' must be one sbatch option written --name or --name=value (for example --qos=high), on one line"
-    fi
+    _validate_sbatch_option "$flag"
   done
   [[ -z $OPT_EXP_NAME ]] || { is_safe_name "$OPT_EXP_NAME" && ((${#OPT_EXP_NAME} <= 100)); } ||
     die "--exp-name '$OPT_EXP_NAME' must be 1-100 letters, digits, '.', '_', '+' or '-', not starting with '.', '+' or '-' (it names folders)"
+}
+
+# sbatch options the toolkit writes itself, each with the toolkit option that sets it.
+HPC_MANAGED_SBATCH_OPTIONS=(
+  "array|a|one job array per configs file: one line per task, --max-parallel N for %N"
+  "output|o|the log is always \$SCRATCH/<project>/hpc_outputs/EXP-%j.out: name it with --exp-name"
+  "error|e|stderr goes to the same log as stdout: name it with --exp-name"
+  "job-name|J|use --exp-name NAME"
+  "requeue||jobs requeue by default; --max-restarts N limits it"
+  "no-requeue||use --no-requeue"
+  "signal||use --signal-grace SECONDS (the warning before the wall time)"
+  "open-mode||the log is always appended to, so a requeued job keeps its earlier output"
+)
+
+# _validate_sbatch_option OPT: one sbatch option, --name or --name=value, on one line,
+# and none the toolkit manages (it would silently contradict the batch script's own).
+_validate_sbatch_option() {
+  local flag=$1 entry long short why name
+  if [[ $flag =~ ^-([a-zA-Z])(=?)(.*)$ ]]; then
+    name=${BASH_REMATCH[1]}
+  elif [[ $flag =~ ^--([a-z][a-z-]*)(=.*)?$ ]] && ! has_newline "$flag"; then
+    name=${BASH_REMATCH[1]}
+  else
+    die "--sbatch-option '$flag' must be one sbatch option written --name or --name=value (for example --qos=high), on one line"
+  fi
+  for entry in "${HPC_MANAGED_SBATCH_OPTIONS[@]}"; do
+    IFS='|' read -r long short why <<<"$entry"
+    # sbatch accepts any unambiguous prefix of a long option (--arr for --array).
+    if [[ $name == "$short" || (${#name} -ge 3 && $long == "$name"*) ]]; then
+      die "--sbatch-option '$flag' sets sbatch's --$long, which hpc_files manages itself: $why"
+    fi
+  done
+  [[ $flag == --* ]] ||
+    die "--sbatch-option '$flag': write the long form of the option (--name=value, see 'man sbatch')"
 }
 
 # hpc_validate_unavailable: options of features that have not landed yet.
@@ -142,11 +171,6 @@ hpc_settle_job() {
 # hpc_settle_requeue: the wall-time warning and the restart policy (J_SIGNAL_GRACE,
 # J_MAX_RESTARTS, J_REQUEUE). The warning must leave the job some time to run.
 hpc_settle_requeue() {
-  local name value
-  for name in --signal-grace --max-restarts; do
-    if [[ $name == --signal-grace ]]; then value=$OPT_SIGNAL_GRACE; else value=$OPT_MAX_RESTARTS; fi
-    [[ -z $value ]] || is_uint "$value" || die "$name must be a whole number, not '$value'"
-  done
   local limit
   limit=$(slurm_time_seconds "$J_TIME")
   J_SIGNAL_GRACE=$((10#${OPT_SIGNAL_GRACE:-$HPC_SIGNAL_GRACE}))
@@ -175,6 +199,15 @@ hpc_settle_paths() {
     die "project name '$J_PROJECT_NAME' cannot name a folder: set HPC_PROJECT_NAME to a plain name"
   [[ -d $SCRATCH ]] || die "SCRATCH=$SCRATCH is not a folder: create it or export SCRATCH=/path/to/an/existing/scratch/folder"
   J_SCRATCH_DIR=${SCRATCH%/}/$J_PROJECT_NAME
+  # The logs' folder goes to sbatch --output, where '%' is escaped (plan.sh) but a
+  # backslash turns off Slurm's replacements (%j): the log would be named literally.
+  local escaped
+  if ! sbatch_filename_to escaped "$J_SCRATCH_DIR"; then
+    if [[ $SCRATCH == *\\* ]]; then
+      die "SCRATCH=$SCRATCH holds a backslash, which Slurm's --output cannot take (it turns off %j in the log's name): use a scratch folder without one"
+    fi
+    die "the project name '$J_PROJECT_NAME' holds a backslash, which Slurm's --output cannot take (it turns off %j in the log's name): rename the project folder or set HPC_PROJECT_NAME to a plain name"
+  fi
 
   local venv=${OPT_VENV:-${HPC_VENV:-$HPC_VENV_PATH}}
   [[ -n $venv ]] || venv=$J_SOURCE_DIR/.venv
@@ -195,5 +228,19 @@ hpc_validate_commands() {
     ((++i))
     [[ $line =~ $re || $line =~ $re_m ]] ||
       die "command $i is not 'python script.py ...' or 'python -m module ...', which the torchrun launcher turns into 'torchrun ... script.py ...': $line"
+  done
+}
+
+# hpc_check_scripts_exist: a "python script.py ..." line whose script is not in the project
+# would fail only on the node, after its wait in the queue: warn now (a warning, not a
+# refusal: the script may be made by the job, or live in a container image). The scripts
+# were listed while the configs file was read (J_CONFIG_SCRIPTS, configs.sh).
+hpc_check_scripts_exist() {
+  local hit script path
+  for hit in "${J_CONFIG_SCRIPTS[@]}"; do
+    script=${hit#*:} path=${hit#*:}
+    [[ $path == /* ]] || path=$J_SOURCE_DIR/$path
+    [[ -f $path ]] ||
+      warn "configs file line ${hit%%:*} runs $script, which is not in the project ($path not found): the job would fail on the node; fix the path (commands run in $J_SOURCE_DIR)"
   done
 }

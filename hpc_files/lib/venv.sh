@@ -22,8 +22,10 @@ hpc_venv_check() {
 # hpc_venv_build_argv_to ARRAY: the sbatch command line of the venv-building job.
 hpc_venv_build_argv_to() {
   local -n _v=$1
+  local logs
+  sbatch_filename_to logs "$J_SCRATCH_DIR/hpc_outputs" # '%' doubled (validate.sh)
   _v=(sbatch --parsable "--job-name=$J_EXP_NAME-venv"
-    "--output=$J_SCRATCH_DIR/hpc_outputs/$J_EXP_NAME-venv-%j.out" --open-mode=append
+    "--output=$logs/$J_EXP_NAME-venv-%j.out" --open-mode=append
     --nodes=1 --ntasks=1 "--cpus-per-task=$J_CPUS_PER_TASK" --time=01:00:00)
   [[ -z $J_ACCOUNT ]] || _v+=("--account=$J_ACCOUNT")
   [[ -z $J_PARTITION ]] || _v+=("--partition=$J_PARTITION")

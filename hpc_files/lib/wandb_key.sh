@@ -5,10 +5,16 @@
 # the job reads it back from that file on its node (hpc_load_wandb_key in
 # virtual_env_hpc_files/job_runtime.sh) when the script names the file (HPC_WANDB_KEY_FILE).
 
-# hpc_wandb_key_path_to VAR: WANDB_API_KEY_FILE, or ~/.config/hpc_files/wandb_api_key.
+# hpc_wandb_key_path_to VAR: WANDB_API_KEY_FILE, or ~/.config/hpc_files/wandb_api_key,
+# as an absolute path: the job reads it on another node, from another folder.
 hpc_wandb_key_path_to() {
   local -n _path=$1
   _path=${WANDB_API_KEY_FILE:-$HOME/.config/hpc_files/wandb_api_key}
+  ! has_newline "$_path" || die "WANDB_API_KEY_FILE holds a newline: name a file on one line"
+  [[ $_path != '~'* ]] ||
+    die "WANDB_API_KEY_FILE='$_path' starts with a '~' the shell did not expand: write \$HOME/... instead (export WANDB_API_KEY_FILE=\$HOME/...)"
+  [[ $_path != */ ]] || die "WANDB_API_KEY_FILE='$_path' names a folder: name the key file itself"
+  [[ $_path == /* ]] || _path=$PWD/$_path
 }
 
 # hpc_wandb_key_keep_out: for every submission. With WANDB_API_KEY set, save it (not on a

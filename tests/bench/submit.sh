@@ -13,7 +13,7 @@ bench_setup submit
 cd "$BENCH_PROJECT"
 printf 'python examples/train.py --lr 0.1\n' >one.txt
 for i in $(seq 0 999); do printf 'python examples/train.py --lr 0.%03d --name "run %d"\n' "$i" "$i"; done >thousand.txt
-hold=(--sbatch-option=--hold --sbatch-option=--job-name=hpc_bench -e hpc_bench --cluster local)
+hold=(--sbatch-option=--hold -e hpc_bench --cluster local) # -e names the job (scancel -n)
 
 # time_ms CMD...: milliseconds taken by CMD (its output discarded).
 time_ms() {

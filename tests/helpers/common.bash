@@ -78,7 +78,8 @@ make_project() {
   shift
   mkdir -p "$PROJECT"
   bash "$REPO_ROOT/hpc_files/install_into_project.sh" "$PROJECT" >/dev/null
-  cp -R "$REPO_ROOT/examples" "$PROJECT/examples"
+  # (install_into_project.sh already made examples/ with the scripts the templates run)
+  mkdir -p "$PROJECT/examples" && cp -R "$REPO_ROOT/examples/." "$PROJECT/examples/"
   if (($#)); then
     printf '%s\n' "$@" >"$PROJECT/experiment_configurations.txt"
   fi

@@ -198,3 +198,34 @@ def test_the_repository_example_is_a_valid_grid_of_six() -> None:
     assert spec.method == "grid" and grid_size(spec) == 6
     assert (root / spec.config["program"]).is_file()
     assert spec.metric_name == "loss"
+
+
+def _alias_bomb(levels: int) -> str:
+    lines = ["program: t.py", "method: grid", "a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+    for i in range(1, levels):
+        lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]")
+    lines += ["parameters:", "  p:", f"    values: *a{levels - 1}"]
+    return "\n".join(lines) + "\n"
+
+
+def test_an_alias_bomb_is_refused_before_it_is_built() -> None:
+    with pytest.raises(SweepError, match=r"aliases \(\*name\) expand to more than 100,000"):
+        parse_sweep(_alias_bomb(7), "bomb.yml")
+
+
+def test_deep_nesting_is_refused_not_a_recursion_error() -> None:
+    text = (
+        "program: t.py\nmethod: grid\nparameters:\n  p:\n    values: " + "[" * 10000 + "]" * 10000
+    )
+    with pytest.raises(SweepError, match="nested more than 64 levels deep"):
+        parse_sweep(text, "deep.yml")
+
+
+def test_an_alias_inside_itself_is_refused() -> None:
+    with pytest.raises(SweepError, match="refers to the value that contains it"):
+        parse_sweep("program: t.py\nmethod: grid\nparameters: &p\n  x: *p\n", "rec.yml")
+
+
+def test_a_few_aliases_are_fine() -> None:
+    text = "program: t.py\nmethod: grid\nparameters:\n  a: {values: &v [1, 2]}\n  b: {values: *v}\n"
+    assert [p.name for p in parse_sweep(text).params] == ["a", "b"]

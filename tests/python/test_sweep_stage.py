@@ -114,3 +114,38 @@ def test_resume_leaves_running_points_alone_when_slurm_cannot_be_asked(
     captured = capsys.readouterr()
     assert captured.out == "grid\t2\texp\tabcd1234\t1\n"
     assert "squeue could not be asked" in captured.err
+
+
+def test_more_points_than_the_cluster_holds_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    axes = "".join(f"  p{i}: {{values: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]}}\n" for i in range(40))
+    (tmp_path / "g.yml").write_text("program: t.py\nmethod: grid\nparameters:\n" + axes)
+    assert main(["check", str(tmp_path / "g.yml"), "--max-points", "10000"]) == 1
+    assert "jobs this cluster holds at once (MaxJobCount)" in capsys.readouterr().err
+    (tmp_path / "r.yml").write_text(RANDOM + "run_cap: 99999999999999999999\n")
+    assert main(["check", str(tmp_path / "r.yml"), "--max-points", "10000"]) == 1
+    assert (
+        main(
+            [
+                "check",
+                str(tmp_path / "g.yml").replace("g.yml", "r.yml"),
+                "--num-agents",
+                "5",
+                "--max-points",
+                "10000",
+            ]
+        )
+        == 0
+    )
+
+
+def test_a_huge_grid_axis_is_refused_without_building_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "m.yml").write_text(
+        "program: t.py\nmethod: grid\nparameters:\n  x: {min: 0, max: 100000000000000}\n"
+    )
+    assert main(["check", str(tmp_path / "m.yml")]) == 1
+    err = capsys.readouterr().err
+    assert "m.yml: parameters.x: 100,000,000,000,001 values on one grid axis" in err

@@ -104,13 +104,13 @@ refused() {
 }
 
 @test "partition and account names that could smuggle options or paths are refused" {
-  refused 1 "--partition 'a;b' is not a partition name" --cluster local-lab -p 'a;b'
-  refused 1 "give one partition" --cluster local-lab -p 'tmpdir,notmpdir'
-  refused 1 "--account '../x' is not an account name" --cluster local-lab -A ../x
+  refused 2 "--partition 'a;b' is not a partition name" --cluster local-lab -p 'a;b'
+  refused 2 "give one partition" --cluster local-lab -p 'tmpdir,notmpdir'
+  refused 2 "--account '../x' is not an account name" --cluster local-lab -A ../x
 }
 
 @test "an unknown profile names the ones there are" {
-  refused 1 "cluster profile 'nope' not found" --cluster nope
+  refused 2 "cluster profile 'nope' not found" --cluster nope
   run --separate-stderr cleanup --cluster nope
   [[ $stderr == *"Available:"*"local-lab"* ]]
 }
@@ -119,18 +119,18 @@ refused() {
   local conf=$BATS_TEST_TMPDIR/bad.conf value
   for value in 'scratch/%u' '/local/%j' '/local/../etc' '/local/./x' '/' '//'; do
     printf 'HPC_LOCAL_SCRATCH=%q\n' "$value" >"$conf"
-    refused 1 "HPC_LOCAL_SCRATCH" --cluster "$conf"
+    refused 2 "HPC_LOCAL_SCRATCH" --cluster "$conf"
   done
   printf 'HPC_LOCAL_SCRATCH=%q\n' '/local/%j' >"$conf"
-  refused 1 "uses a % other than %n (node name) and %u (user)" --cluster "$conf"
+  refused 2 "uses a % other than %n (node name) and %u (user)" --cluster "$conf"
 }
 
 @test "the log needs SCRATCH or --log-dir, and a folder Slurm can name" {
   run --separate-stderr env -u SCRATCH bash "$REPO_ROOT/plai_cleanups/submit_cleanup.sh" --cluster local-lab
-  [ "$status" -eq 1 ]
+  [ "$status" -eq 2 ]
   [[ $stderr == *"SCRATCH is not set"*"or give --log-dir DIR"* ]]
   [ "$(sbatch_calls)" -eq 0 ]
-  refused 1 "holds a % or" --cluster local-lab --log-dir "$BATS_TEST_TMPDIR/100%"
+  refused 2 "holds a % or" --cluster local-lab --log-dir "$BATS_TEST_TMPDIR/100%"
 }
 
 @test "without Slurm on PATH it says where to run it" {
@@ -312,8 +312,8 @@ EOF
   [ "$status" -eq 0 ]
   called 1 --time=5
   called 1 --mem=1G
-  HPC_CLEANUP_TIME=soon refused 1 "HPC_CLEANUP_TIME 'soon'" --cluster local-lab
-  HPC_CLEANUP_MEM=lots refused 1 "HPC_CLEANUP_MEM 'lots'" --cluster local-lab
+  HPC_CLEANUP_TIME=soon refused 2 "HPC_CLEANUP_TIME 'soon'" --cluster local-lab
+  HPC_CLEANUP_MEM=lots refused 2 "HPC_CLEANUP_MEM 'lots'" --cluster local-lab
 }
 
 # --- the worker (cleanup_node.sh) on real folders ----------------------------------------

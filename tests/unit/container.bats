@@ -10,6 +10,7 @@ setup() {
   hermetic_env
   use_sbatch_stub
   make_project proj 'python train.py --lr 0.1'
+  : >"$PROJECT/train.py" # a script that exists: no warning about it
   make_sif_image "$PROJECT/images/train.sif"
 }
 

@@ -95,12 +95,34 @@ golden() {
   [[ $stderr == *"SCRATCH holds a newline"* ]]
 }
 
-@test "double quotes and backslashes in a path are escaped the way sbatch reads them" {
-  SCRATCH="$BATS_TEST_TMPDIR/a\"b\\c"
+@test "double quotes in a path are escaped the way sbatch reads them" {
+  SCRATCH="$BATS_TEST_TMPDIR/a\"b"
   mkdir -p "$SCRATCH"
   run --separate-stderr submitter --dry-run -e x
   [ "$status" -eq 0 ]
-  grep -qxF "#SBATCH --output=\"$BATS_TEST_TMPDIR/a\\\"b\\\\c/proj/hpc_outputs/x-%j.out\"" <<<"$output"
+  grep -qxF "#SBATCH --output=\"$BATS_TEST_TMPDIR/a\\\"b/proj/hpc_outputs/x-%j.out\"" <<<"$output"
+}
+
+@test "a '%' in the scratch path or project name is doubled for --output, the real path is shown" {
+  SCRATCH="$BATS_TEST_TMPDIR/50%j off"
+  mkdir -p "$SCRATCH"
+  make_project 'p%a' 'python examples/train.py'
+  run --separate-stderr submitter --dry-run -e x
+  [ "$status" -eq 0 ]
+  grep -qxF "#SBATCH --output=\"$BATS_TEST_TMPDIR/50%%j off/p%%a/hpc_outputs/x-%j.out\"" <<<"$output"
+  run --separate-stderr submitter -e x
+  [ "$status" -eq 0 ]
+  [[ $output == *"log:    $SCRATCH/p%a/hpc_outputs/x-4242.out"* ]]
+}
+
+@test "a backslash in SCRATCH or the project name is refused: Slurm would not expand %j" {
+  SCRATCH="$BATS_TEST_TMPDIR/a\\b"
+  mkdir -p "$SCRATCH"
+  refused "SCRATCH=$SCRATCH holds a backslash" -e x
+  [ "$status" -eq 2 ]
+  SCRATCH=$BATS_TEST_TMPDIR/scratch
+  HPC_PROJECT_NAME='my\proj' refused "the project name 'my\\proj' holds a backslash" -e x
+  [ "$status" -eq 2 ]
 }
 
 @test "the command never travels in the script or the environment, only in the commands file" {

@@ -64,8 +64,8 @@ parameters:
   refused "--agents-per-gpu is for online sweeps" --sweep s.yml --agents-per-gpu
   refused "each point of an offline sweep runs on one node" --sweep s.yml -N 2
   refused "--num-agents must be at least 1" --wandb-sweepid t/p/abc --num-agents 0
-  refused "--runs-per-agent must be a whole number of at least 1" --wandb-sweepid t/p/abc --runs-per-agent 0
-  refused "--agent-stagger must be a whole number of seconds" --wandb-sweepid t/p/abc --agent-stagger 1.5
+  refused "--runs-per-agent must be at least 1" --wandb-sweepid t/p/abc --runs-per-agent 0
+  refused "--agent-stagger must be a whole number" --wandb-sweepid t/p/abc --agent-stagger 1.5
   refused "--agents-per-gpu needs GPUs" --wandb-sweepid t/p/abc --agents-per-gpu
   refused "does not match --agents-per-gpu on 2 node(s) x 2 GPU(s) = 4 agents" \
     --wandb-sweepid t/p/abc --agents-per-gpu --gpus 2 -N 2 --num-agents 3
@@ -183,7 +183,7 @@ ledger() {
   [[ $output == "Nothing to resubmit: every point of sweep $SWEEP_ID has finished"* ]]
   [ "$(sbatch_calls)" -eq 1 ]
   run --separate-stderr submitter --resume-sweep zzzz9999
-  [ "$status" -eq 1 ]
+  [ "$status" -eq 2 ]
   [[ $stderr == *"no offline sweep 'zzzz9999'"* ]]
   run --separate-stderr submitter --resume-sweep "../$SWEEP_ID"
   [[ $stderr == *"is not a sweep id"* ]]

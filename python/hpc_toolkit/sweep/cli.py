@@ -58,7 +58,10 @@ def count(file: Annotated[Path, typer.Argument(help="A W&B sweep file (sweeper.y
     except SweepError as exc:
         die(str(exc))
     if spec.method == "grid":
-        size = grid_size(spec)
+        try:
+            size = grid_size(spec)
+        except SweepError as exc:
+            die(f"{file}: {exc}")
         if spec.run_cap is not None and spec.run_cap < size:
             warn(f"note: run_cap {spec.run_cap} limits the sweep to {spec.run_cap} of them")
         typer.echo(size)

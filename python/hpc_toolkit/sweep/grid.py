@@ -15,7 +15,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hpc_toolkit.sweep.spec import Param, SweepSpec
+from hpc_toolkit.sweep.spec import Param, SweepError, SweepSpec
+
+# Values one grid axis may have: an int_uniform of 0..1e14 would otherwise be built as a
+# list and exhaust memory before its size could be judged.
+MAX_AXIS_VALUES = 1_000_000
 
 # How `sweeps` joins the names of nested parameters (HyperParameterSet.NESTING_DELIMITER);
 # it decides the order of nested keys in a run's config, so it is copied exactly.
@@ -69,8 +73,27 @@ def _distinct(values: Sequence[Any]) -> tuple[Any, ...]:
     return tuple(chosen[k] for k in order)
 
 
+def _axis_length(param: Param) -> int:
+    """How many values the axis would have, without making them."""
+    cfg = param.config
+    if param.kind == "int_uniform":
+        return max(0, cfg["max"] - cfg["min"] + 1)
+    if param.kind == "q_uniform":
+        step = cfg["q"]
+        return max(0, math.ceil((cfg["max"] - cfg["min"]) / step)) if step else 0
+    if param.kind == "categorical":
+        return len(cfg["values"])
+    return 1
+
+
 def _values(param: Param) -> list[Any]:
     cfg = param.config
+    length = _axis_length(param)
+    if length > MAX_AXIS_VALUES:
+        raise SweepError(
+            f"parameters.{'.'.join(param.path)}: {length:,} values on one grid axis, more "
+            f"than {MAX_AXIS_VALUES:,}: narrow min/max, raise q, or use method random"
+        )
     if param.kind == "int_uniform":
         return list(range(cfg["min"], cfg["max"] + 1))
     if param.kind == "q_uniform":

@@ -317,6 +317,59 @@ def _line_of(text: str, path: Sequence[str]) -> int | None:
     return line
 
 
+# A sweep file is a few levels deep and a few hundred values long. Deeper nesting makes
+# PyYAML recurse (RecursionError), and aliases of aliases (a "billion laughs" file) expand
+# to more values than memory holds: both refused with a message, before they are built.
+MAX_YAML_DEPTH = 64
+MAX_YAML_NODES = 100_000
+
+
+def _check_shape(text: str, source: str, yaml: Any) -> None:
+    """Refuse YAML nested deeper than MAX_YAML_DEPTH, or larger than MAX_YAML_NODES values
+    once its aliases are expanded, or an alias that contains itself."""
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            depth += 1
+            if depth > MAX_YAML_DEPTH:
+                raise SweepError(
+                    f"{source}: line {event.start_mark.line + 1}: nested more than "
+                    f"{MAX_YAML_DEPTH} levels deep: a sweep file needs a few levels"
+                )
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            depth -= 1
+    sizes: dict[int, int] = {}
+    busy: set[int] = set()
+
+    def size(node: Any) -> int:
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in busy:
+            raise SweepError(
+                f"{source}: line {node.start_mark.line + 1}: an alias (*name) refers to the "
+                "value that contains it: write the values out"
+            )
+        busy.add(key)
+        total = 1
+        if isinstance(node, yaml.MappingNode):
+            total += sum(size(k) + size(v) for k, v in node.value)
+        elif isinstance(node, yaml.SequenceNode):
+            total += sum(size(v) for v in node.value)
+        busy.discard(key)
+        if total > MAX_YAML_NODES:
+            raise SweepError(
+                f"{source}: its aliases (*name) expand to more than {MAX_YAML_NODES:,} "
+                "values: write the values out, or use fewer aliases of aliases"
+            )
+        sizes[key] = total
+        return total
+
+    root = yaml.compose(text, Loader=yaml.SafeLoader)
+    if root is not None:
+        size(root)
+
+
 def parse_sweep(text: str, source: str = "<sweep>") -> SweepSpec:
     """Parse and check sweep YAML; SweepError with `source`, line and what to do."""
     try:
@@ -326,6 +379,7 @@ def parse_sweep(text: str, source: str = "<sweep>") -> SweepSpec:
             f"{source}: reading a sweep file needs PyYAML in this Python: pip install pyyaml"
         ) from None
     try:
+        _check_shape(text, source, yaml)
         config = yaml.safe_load(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark

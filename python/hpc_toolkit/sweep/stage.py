@@ -1,6 +1,7 @@
 """Submission side of offline sweeps, called by hpc_files/lib/sweep.sh.
 
-    python -m hpc_toolkit.sweep.stage check FILE [--num-agents N] [--sweep-id ID --exp-name E]
+    python -m hpc_toolkit.sweep.stage check FILE [--num-agents N] [--max-points N]
+        [--sweep-id ID --exp-name E]
     python -m hpc_toolkit.sweep.stage resume FOLDER
 
 check prints "METHOD<TAB>POINTS", and with --sweep-id a second line: the sweep.json of the
@@ -24,16 +25,31 @@ from hpc_toolkit.sweep.ledger import ENDED, FINISHED, RUNNING, Attempt, latest
 from hpc_toolkit.sweep.spec import SweepError, SweepSpec, load_sweep
 
 
+def bounded_points(spec: SweepSpec, num_agents: int | None, max_points: int | None) -> int:
+    """num_points, refused above max_points (the cluster's MaxJobCount)."""
+    count = num_points(spec, num_agents)
+    if max_points is not None and count > max_points:
+        raise SweepError(
+            f"{spec.source}: {count:,} runs are more than the {max_points:,} jobs this cluster "
+            "holds at once (MaxJobCount): lower run_cap or --num-agents, or give the grid "
+            "fewer values"
+        )
+    return count
+
+
 def num_points(spec: SweepSpec, num_agents: int | None) -> int:
     """How many points (array tasks) the sweep has."""
     cap = spec.run_cap
     if spec.method == "grid":
+        try:
+            size = grid_size(spec)
+        except SweepError as exc:
+            raise SweepError(f"{spec.source}: {exc}") from None
         if num_agents is not None:
             raise SweepError(
                 f"{spec.source}: --num-agents is for random and bayes sweeps; a grid sweep "
-                f"runs each of its {grid_size(spec)} points once (run_cap: N runs fewer)"
+                f"runs each of its {size} points once (run_cap: N runs fewer)"
             )
-        size = grid_size(spec)
         return min(size, cap) if cap is not None else size
     if num_agents is None:
         if cap is None:
@@ -125,6 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     check = sub.add_parser("check")
     check.add_argument("file", type=Path)
     check.add_argument("--num-agents", type=int)
+    check.add_argument("--max-points", type=int)
     check.add_argument("--sweep-id")
     check.add_argument("--exp-name", default="")
     resume = sub.add_parser("resume")
@@ -140,7 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             return 0
         spec = load_sweep(args.file)
-        count = num_points(spec, args.num_agents)
+        count = bounded_points(spec, args.num_agents, args.max_points)
         for note in spec.notes:
             print(f"{args.prog}: note: {note}", file=sys.stderr)
         print(f"{spec.method}\t{count}")

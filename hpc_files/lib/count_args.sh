@@ -1,0 +1,115 @@
+# shellcheck shell=bash
+# --nodes-arg NAME / --devices-arg NAME: the node and process counts written into each
+# command, where the program's own arguments end (before a '# comment', a ';', '&&', '|'
+# ...), not after the line's raw text, which a comment or a second command would swallow.
+# Done at submission: the commands file, --dry-run and the job all hold the final command.
+
+# Command words that only prepare the program's run; the arguments go to the program after
+# them (cd data && python train.py: to python).
+HPC_SETUP_WORDS=" cd pushd popd export source . set unset ulimit umask module ml echo printf mkdir true : "
+
+# hpc_add_count_args: rewrite J_COMMANDS with " --NODES_ARG N --DEVICES_ARG P" inserted.
+hpc_add_count_args() {
+  [[ -n $J_NODES_ARG || -n $J_DEVICES_ARG ]] || return 0
+  local extra="" k out
+  [[ -z $J_NODES_ARG ]] || extra+=" --$J_NODES_ARG $J_NODES"
+  [[ -z $J_DEVICES_ARG ]] || extra+=" --$J_DEVICES_ARG $J_PROCS_PER_NODE"
+  for k in "${!J_COMMANDS[@]}"; do
+    _count_args_insert_to out "${J_COMMANDS[k]}" "$extra" ||
+      die "line ${J_COMMAND_LINES[k]:-$((k + 1))} of the commands: cannot tell where the program's arguments end, to add '${extra# }' (--nodes-arg/--devices-arg): write them into the line yourself, or make it one plain command such as 'python train.py ...'"
+    J_COMMANDS[k]=$out
+  done
+}
+
+# _count_args_insert_to VAR LINE EXTRA: LINE with EXTRA at the end of the program's simple
+# command. A small lexer of bash's quoting (' " \ $( ) ` and comments) finds the segments
+# between control operators (; & | && || and a comment) at the top level. Returns 1 when
+# the program's command is a compound one ( ( ), { }, if, for ...), which takes no arguments.
+_count_args_insert_to() {
+  local -n _res=$1
+  local line=$2 extra=$3 i c prev=" " state="" depth=0 n=${#2}
+  local -a starts=(0) ends=()
+  for ((i = 0; i < n; i++)); do
+    c=${line:i:1}
+    case $state in
+      sq)
+        [[ $c != "'" ]] || state=""
+        ;;
+      dq)
+        if [[ $c == \\ ]]; then
+          ((++i))
+        elif [[ $c == '"' ]]; then
+          state=""
+        fi
+        ;;
+      bq)
+        if [[ $c == \\ ]]; then ((++i)); elif [[ $c == '`' ]]; then state=""; fi
+        ;;
+      *)
+        case $c in
+          \\) ((++i)) ;;
+          "'") state=sq ;;
+          '"') state=dq ;;
+          '`') state=bq ;;
+          '(') ((++depth)) ;;
+          ')') ((depth == 0)) || ((--depth)) ;;
+          '#')
+            if ((depth == 0)) && [[ $prev == [[:space:]\;\&\|] ]]; then
+              ends+=("$i")
+              break
+            fi
+            ;;
+          ';' | '&' | '|')
+            if ((depth == 0)); then
+              # '>&' and '&>' are redirections, not control operators.
+              if [[ $c == '&' && ($prev == '>' || $prev == '<' || ${line:i+1:1} == '>') ]]; then
+                :
+              else
+                ends+=("$i")
+                # the operator may be two characters (&&, ||, ;;, |&)
+                [[ ${line:i+1:1} != [\;\&\|] ]] || ((++i))
+                starts+=($((i + 1)))
+              fi
+            fi
+            ;;
+        esac
+        ;;
+    esac
+    prev=$c
+  done
+  ((${#ends[@]} == ${#starts[@]})) || ends+=("$n")
+  # The program's segment: the first that runs python (or a .py, torchrun ...), else the
+  # first that is not a setup word, else the last.
+  local k pick=-1 seg word
+  for k in "${!starts[@]}"; do
+    seg=${line:starts[k]:ends[k]-starts[k]}
+    _count_args_command_word_to word "$seg"
+    if [[ $word =~ (^|/)(python[0-9.]*|torchrun|accelerate|deepspeed)$ || $word == *.py ]]; then
+      pick=$k
+      break
+    fi
+    if ((pick < 0)) && [[ -n $word && $HPC_SETUP_WORDS != *" $word "* ]]; then pick=$k; fi
+  done
+  ((pick >= 0)) || pick=$((${#starts[@]} - 1))
+  seg=${line:starts[pick]:ends[pick]-starts[pick]}
+  _count_args_command_word_to word "$seg"
+  case $word in
+    '' | '('* | '{' | if | for | while | until | case | select | function | '[[') return 1 ;;
+  esac
+  local end=${ends[pick]}
+  # Before the blanks that end the segment.
+  while ((end > starts[pick])) && [[ ${line:end-1:1} == [[:space:]] ]]; do ((--end)); done
+  _res=${line:0:end}$extra${line:end}
+}
+
+# _count_args_command_word_to VAR SEGMENT: the segment's first word after VAR=value words.
+_count_args_command_word_to() {
+  local -n _w=$1
+  local seg=$2
+  _w=""
+  while [[ $seg =~ ^[[:space:]]*([A-Za-z_][A-Za-z0-9_]*=[^[:space:]]*)[[:space:]]+(.*)$ ]]; do
+    seg=${BASH_REMATCH[2]}
+  done
+  [[ $seg =~ ^[[:space:]]*([^[:space:]]+) ]] && _w=${BASH_REMATCH[1]}
+  return 0
+}

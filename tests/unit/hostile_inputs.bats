@@ -1,0 +1,175 @@
+#!/usr/bin/env bats
+# Every hostile input of tests/helpers/hostile_inputs.bash is refused: exit 2 (a usage
+# error), a message on stderr that names the fault, nothing on stdout, the recording
+# sbatch never called and nothing written under $SCRATCH. Then the inputs of issue 12
+# that must be accepted, or changed, rather than refused.
+
+load ../helpers/common
+load ../helpers/hostile_inputs
+
+setup() {
+  hermetic_env
+  use_sbatch_stub
+  make_project proj 'python examples/train.py --lr 0.1'
+  ln -s "$REPO_ROOT/.venv" "$PROJECT/.venv" # PyYAML for the sweep files
+  # The cluster's job limit, as a cluster without scontrol would have it (Slurm's default).
+  export HPC_MAX_JOB_COUNT=10000 HPC_MAX_ARRAY_SIZE=1001
+}
+
+# submitter ARGS...: as common.bash's, but a hang (an unbounded loop) fails the row, too.
+submitter() {
+  (cd "$PROJECT" && timeout 120 bash hpc_files/job_submitter.sh "$@")
+}
+
+# refused_hard MESSAGE ARGS...: refused (common.bash) with exit 2 exactly.
+refused_hard() {
+  refused "$@" || return 1
+  [ "$status" -eq 2 ] || { echo "exit $status, not 2: $stderr"; return 1; }
+}
+
+@test "every hostile input of the fixtures table is refused with exit 2, nothing submitted or written" {
+  local row message setup args failed=0 n=0
+  for row in "${HOSTILE_INPUTS[@]}"; do
+    IFS=$'\t' read -r message setup args <<<"$row"
+    ((++n))
+    # Each row in a subshell: its variables and files stay its own.
+    if ! (
+      cd "$PROJECT"
+      [[ $setup == - ]] || eval "$setup"
+      eval "set -- $args"
+      refused_hard "$message" "$@"
+    ); then
+      echo "row $n failed: $row"
+      failed=1
+    fi
+    rm -f "$PROJECT"/{c.txt,p.conf,img.sif,sub.txt,many.txt}
+  done
+  echo "$n rows"
+  ((failed == 0))
+}
+
+@test "the fixtures table has a row for each submit-side item of issue 12" {
+  local want
+  for want in "is an absolute path" "jobs this cluster holds" "aliases (*name)" "nested more than" \
+    "far too large" "cannot tell where" "the shell did not expand" "holds a backslash" \
+    "sets sbatch's --array" "holds a NUL byte" "is not valid bash" "neither a .sif file" \
+    "was given an empty value" "HPC_DEFAULT_PARTITION" "did you mean"; do
+    [[ ${HOSTILE_INPUTS[*]} == *"$want"* ]] || { echo "no row for: $want"; return 1; }
+  done
+}
+
+@test "configs: a UTF-8 BOM is stripped, so a first '# comment' stays a comment" {
+  printf '\357\273\277# a comment\npython examples/train.py --lr 0.1\n' >"$PROJECT/bom.txt"
+  run --separate-stderr submitter --dry-run --configs bom.txt
+  [ "$status" -eq 0 ]
+  [[ $output == *"# ---- commands (1), one per array task"* ]]
+  [[ $output != *$'\357\273\277'* ]]
+}
+
+# shellcheck disable=SC2016,SC1003 # the lines are the configs file's text, not ours
+@test "configs: Windows line ends, comments with quotes and every kind of valid line pass bash -n" {
+  printf '%s\r\n' 'python examples/train.py --x "a b" # it'\''s' \
+    'for i in 1 2; do echo "$i"; done' '{ echo a; }' 'echo "a\"b" '\''c'\''' \
+    'echo $(date) `date` $((1 + 2))' 'python examples/train.py \' '  --lr 0.1' \
+    'cat <<END' 'echo "x" > out.txt 2>&1 | tee -a log' >"$PROJECT/ok.txt"
+  run --separate-stderr submitter --dry-run --configs ok.txt
+  [ "$status" -eq 0 ] || { echo "$stderr"; return 1; }
+  [[ $output == *"# ---- commands (8), one per array task"* ]]
+}
+
+@test "configs: the line named for a bash error is the file's line, past comments and continuations" {
+  printf '# c\n\necho a \\\n  b\n# it'\''s\necho "fine"\necho "open\necho done\n' >"$PROJECT/c.txt"
+  refused_hard "configs file 'c.txt', line 7: the command is not valid bash" --configs c.txt
+}
+
+@test "--nodes-arg/--devices-arg go where the program's arguments end: before a comment, a ';', a pipe" {
+  printf '%s\n' 'python examples/train.py --lr 0.1 # note; x' \
+    'python examples/train.py --name "a;b" ; echo done' \
+    'cd examples && python train.py --x 1 | tee log.txt' >"$PROJECT/c.txt"
+  run --separate-stderr submitter --dry-run --configs c.txt -d lightning -N 2 --gpus 2 \
+    --nodes-arg num_nodes --devices-arg devices
+  [ "$status" -eq 0 ] || { echo "$stderr"; return 1; }
+  local cmds=${output#*one per array task*$'\n'}
+  [ "$cmds" = "$(printf '%s\n' \
+    'python examples/train.py --lr 0.1 --num_nodes 2 --devices 2 # note; x' \
+    'python examples/train.py --name "a;b" --num_nodes 2 --devices 2 ; echo done' \
+    'cd examples && python train.py --x 1 --num_nodes 2 --devices 2 | tee log.txt')" ]
+  # The commands file holds the same final commands, and the job adds nothing.
+  run --separate-stderr submitter --configs c.txt -d lightning -N 2 --gpus 2 \
+    --nodes-arg num_nodes --devices-arg devices -e x
+  [ "$status" -eq 0 ]
+  [ "$(cat "$SCRATCH"/proj/hpc_outputs/jobs/x-*.commands)" = "$cmds" ]
+  run ! grep -q 'HPC_NODES_ARG\|HPC_DEVICES_ARG' "$SCRATCH"/proj/hpc_outputs/jobs/x-*.sbatch
+}
+
+@test "a relative WANDB_API_KEY_FILE is made absolute: the job finds the key from any folder" {
+  mkdir -p "$PROJECT/sub"
+  (cd "$PROJECT/sub" && WANDB_API_KEY=secret WANDB_API_KEY_FILE=keys/wandb \
+    bash ../hpc_files/job_submitter.sh -e x) >/dev/null
+  [ "$(cat "$PROJECT/sub/keys/wandb")" = secret ]
+  grep -qxF "export HPC_WANDB_KEY_FILE='$PROJECT/sub/keys/wandb'" "$SCRATCH"/proj/hpc_outputs/jobs/x-*.sbatch
+}
+
+@test "the cluster's MaxJobCount comes from scontrol show config, once; above it is refused" {
+  unset HPC_MAX_JOB_COUNT HPC_MAX_ARRAY_SIZE
+  local bin=$BATS_TEST_TMPDIR/bin calls=$BATS_TEST_TMPDIR/scontrol.calls
+  mkdir -p "$bin"
+  printf '#!/bin/bash\necho called >>%q\nprintf "MaxArraySize = 1001\\nMaxJobCount = 50\\n"\n' "$calls" >"$bin/scontrol"
+  chmod +x "$bin/scontrol"
+  export PATH=$bin:$PATH
+  seq 51 | sed 's/^/echo /' >"$PROJECT/c.txt"
+  refused_hard "51 tasks are more than the 50 jobs this cluster holds at once (MaxJobCount)" --configs c.txt
+  seq 50 | sed 's/^/echo /' >"$PROJECT/c.txt"
+  : >"$calls"
+  run --separate-stderr submitter --configs c.txt -e x
+  [ "$status" -eq 0 ]
+  [ "$(wc -l <"$calls")" -eq 1 ]
+}
+
+@test "a 'python script.py' line whose script is not in the project warns, in --dry-run too" {
+  printf 'python examples/nope.py --lr 1\npython examples/train.py\npython /abs/x.py\n' >"$PROJECT/c.txt"
+  run --separate-stderr submitter --dry-run --configs c.txt
+  [ "$status" -eq 0 ]
+  [[ $stderr == *"configs file line 1 runs examples/nope.py, which is not in the project"* ]]
+  [[ $stderr == *"/abs/x.py"* ]]
+  [[ $stderr != *"examples/train.py,"* ]]
+}
+
+@test "an unknown option suggests the nearest, and every usage error exits 2" {
+  run --separate-stderr submitter --exp_name x
+  [ "$status" -eq 2 ]
+  [[ $stderr == *"unknown option: --exp_name (did you mean --exp-name?)"* ]]
+  run --separate-stderr submitter --nodes-args x
+  [[ $stderr == *"(did you mean --nodes-arg?)"* ]]
+  run --separate-stderr submitter --frobnicate
+  [ "$status" -eq 2 ]
+  [[ $stderr != *"did you mean"* ]]
+  # A failure after the input was judged (sbatch refuses) is exit 1, not 2.
+  SBATCH_STUB_FAIL="no" run --separate-stderr submitter -e x
+  [ "$status" -eq 1 ]
+}
+
+@test "install_into_project: usage errors exit 2" {
+  run --separate-stderr bash "$REPO_ROOT/hpc_files/install_into_project.sh"
+  [ "$status" -eq 2 ]
+  run --separate-stderr bash "$REPO_ROOT/hpc_files/install_into_project.sh" "$BATS_TEST_TMPDIR/none"
+  [ "$status" -eq 2 ]
+  [[ $stderr == *"does not exist: create it first"* ]]
+}
+
+@test "install_into_project copies the examples the default configs and sweeper.yml run" {
+  local fresh=$BATS_TEST_TMPDIR/fresh
+  mkdir -p "$fresh"
+  bash "$REPO_ROOT/hpc_files/install_into_project.sh" "$fresh" >/dev/null
+  [ -f "$fresh/examples/train.py" ]
+  [ -f "$fresh/examples/sweep_train.py" ]
+  # The default submission finds every script it names (no warning).
+  # shellcheck disable=SC2016 # $1 is the inner shell's
+  run --separate-stderr bash -c 'cd "$1" && bash hpc_files/job_submitter.sh --dry-run --venv none' _ "$fresh"
+  [ "$status" -eq 0 ]
+  [[ $stderr != *"not in the project"* ]]
+  # A project's own example file is never overwritten.
+  echo mine >"$fresh/examples/train.py"
+  bash "$REPO_ROOT/hpc_files/install_into_project.sh" "$fresh" >/dev/null
+  [ "$(cat "$fresh/examples/train.py")" = mine ]
+}

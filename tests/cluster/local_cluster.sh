@@ -725,11 +725,15 @@ process_tree() {
 # Step daemons outlive slurmd. Those of this cluster run in its log folder (slurmd's
 # working directory); kill any left after the jobs were cancelled, with the job
 # processes under them, by pid.
+# The folder is compared by device and inode, not by path: inside a chroot
+# (tests/setup/slurm_chroot.sh) /proc also lists the host's processes, and a host cluster
+# in a folder of the same path name must not be touched.
 kill_stray_stepds() {
-    local proc pids=()
+    local proc pids=() logs_id
+    logs_id="$(stat -L -c '%d:%i' -- "${LOGS}" 2>/dev/null)" || return 0
     for proc in /proc/[0-9]*; do
         [[ "$(cat "${proc}/comm" 2>/dev/null)" == "slurmstepd" ]] || continue
-        [[ "$(readlink "${proc}/cwd" 2>/dev/null)" == "${LOGS}" ]] || continue
+        [[ "$(stat -L -c '%d:%i' -- "${proc}/cwd" 2>/dev/null)" == "${logs_id}" ]] || continue
         mapfile -t -O "${#pids[@]}" pids < <(process_tree "${proc#/proc/}")
     done
     ((${#pids[@]} > 0)) || return 0

@@ -59,6 +59,8 @@ settle() {
   OFFSET=${HPC_SLURM_CHROOT_PORT_OFFSET:-100}
   [[ $OFFSET =~ ^[0-9]+$ ]] || die "HPC_SLURM_CHROOT_PORT_OFFSET must be a number (got '$OFFSET')"
   VENV=${HPC_TEST_VENV:-$REPO/.venv}
+  # The inner cluster's folder (in the instance's own /tmp): a name no host cluster uses.
+  INNER=/tmp/hpc_cluster_slurm-$VERSION
   ((EUID == 0)) || die "must run as root (mmdebstrap, mount, chroot)"
 }
 
@@ -93,6 +95,7 @@ cmd_build() {
   mmdebstrap --quiet --variant=apt --include="$INCLUDE" "$SUITE" "$tmp" "$mir" >&2 ||
     { rm -rf -- "$tmp"; die "mmdebstrap failed (its messages are above); nothing was kept"; }
   local got
+  # shellcheck disable=SC2016 # dpkg-query's format, not a shell expansion
   got=$(chroot "$tmp" dpkg-query -W -f '${Version}' slurm-wlm 2>/dev/null) || got=""
   [[ $got == "$VERSION".* ]] || { rm -rf -- "$tmp"; die "Debian $SUITE gave slurm-wlm '$got', not $VERSION"; }
   mariadb_client "$tmp" || { rm -rf -- "$tmp"; die "could not put Debian 12's libmariadb.so.3 into the root"; }
@@ -203,9 +206,10 @@ in_root() {
   for name in HPC_TEST_JOBS HPC_TEST_VENV TERM; do
     [[ -z ${!name:-} ]] || keep+=("$name=${!name}")
   done
+  # shellcheck disable=SC2016 # expanded inside the root
   chroot "$MNT" /usr/bin/env -i HOME=/root LANG=C.UTF-8 \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-    HPC_LOCAL_CLUSTER_DIR=/tmp/hpc_local_cluster HPC_LOCAL_CLUSTER_PORT_OFFSET="$OFFSET" \
+    HPC_LOCAL_CLUSTER_DIR="$INNER" HPC_LOCAL_CLUSTER_PORT_OFFSET="$OFFSET" \
     HPC_SLURM_CHROOT="$VERSION" HPC_TEST_VENV="$VENV" "${keep[@]}" \
     /bin/bash -c 'cd "$1" && shift && exec "$@"' bash "$REPO" "$@"
 }
@@ -216,7 +220,8 @@ cmd_start() {
   say "starting a Slurm $VERSION cluster inside (port offset $OFFSET)"
   in_root bash tests/cluster/local_cluster.sh start >"$INST/cluster.env" ||
     die "the local cluster did not start inside the root (its messages are above)"
-  in_root sinfo --version >&2
+  # shellcheck disable=SC2016 # expanded inside the root
+  say "up: $(in_root bash -c 'eval "$(bash tests/cluster/local_cluster.sh env)" && sinfo --version')"
 }
 
 # root_pids: processes whose root is this instance's mount point (daemons, jobs' steps).
@@ -232,7 +237,7 @@ root_pids() {
 cmd_stop() {
   [[ -e $MOUNTS ]] || { say "nothing mounted at $MNT"; return 0; }
   local rc=0 pids i
-  if mounted && [[ -e $MNT/tmp/hpc_local_cluster ]]; then
+  if mounted && [[ -e $MNT$INNER ]]; then
     in_root bash tests/cluster/local_cluster.sh stop || rc=1
   fi
   mapfile -t pids < <(root_pids)

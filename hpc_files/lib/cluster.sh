@@ -134,6 +134,19 @@ hpc_slurm_job_version() {
   export HPC_SLURM_VERSION
 }
 
+# hpc_slurm_tmpdir_to VAR: the node-local folder Slurm made for this job: $SLURM_TMPDIR,
+# or on clusters that set only TMPDIR, $TMPDIR when it is this job's own (its path names
+# the job id: a TMPDIR of /tmp, or one passed on from the login node, is not); else "".
+hpc_slurm_tmpdir_to() {
+  local -n _tmp=$1
+  _tmp=${SLURM_TMPDIR:-}
+  [[ -z $_tmp ]] || return 0
+  if [[ -n ${TMPDIR:-} && -n ${SLURM_JOB_ID:-} && -d ${TMPDIR:-} && $TMPDIR == *"$SLURM_JOB_ID"* ]]; then
+    _tmp=$TMPDIR
+  fi
+  return 0
+}
+
 # hpc_slurm_requeue_outlives_attempt: a requeue request can outlive the attempt it was
 # for. Measured: 22.05 no; 24.11 yes (a job that requeued itself during a preemption's
 # grace time ran attempt 2 to its end, then Slurm requeued it again "per user/system

@@ -8,6 +8,13 @@
 # The oldest Slurm the toolkit supports: srun --overlap (20.11), SRUN_CPUS_PER_TASK (22.05).
 HPC_SLURM_MIN_VERSION=22.05
 
+# _hpc_refuse MESSAGE: a request this cluster cannot take: the message, exit 2, nothing
+# written or submitted (the checks run before anything is).
+_hpc_refuse() {
+  printf '%s: %s\n' "${HPC_PROG:-hpc_files}" "$*" >&2
+  exit 2
+}
+
 # hpc_slurm_version_parse_to VAR TEXT: "24.11.5" from `sbatch --version` output
 # ("slurm 24.11.5", "slurm-wlm 22.05.8"); "" when TEXT holds no version.
 hpc_slurm_version_parse_to() {
@@ -41,9 +48,9 @@ hpc_cluster_version() {
   out=$(sbatch --version 2>&1) || die "'sbatch --version' failed (${out:-no output}): is this a Slurm login node?"
   hpc_slurm_version_parse_to J_SLURM_VERSION "$out"
   [[ -n $J_SLURM_VERSION ]] ||
-    die "could not read Slurm's version from 'sbatch --version' (it said: ${out:-nothing}); the toolkit needs Slurm $HPC_SLURM_MIN_VERSION or newer"
+    _hpc_refuse "could not read Slurm's version from 'sbatch --version' (it said: ${out:-nothing}); the toolkit needs Slurm $HPC_SLURM_MIN_VERSION or newer"
   hpc_slurm_at_least "$HPC_SLURM_MIN_VERSION" "$J_SLURM_VERSION" ||
-    die "this cluster runs Slurm $J_SLURM_VERSION, older than the oldest this toolkit supports ($HPC_SLURM_MIN_VERSION: it needs srun --overlap and SRUN_CPUS_PER_TASK). Ask the cluster's admins, or submit with your own sbatch script"
+    _hpc_refuse "this cluster runs Slurm $J_SLURM_VERSION, older than the oldest this toolkit supports ($HPC_SLURM_MIN_VERSION: it needs srun --overlap and SRUN_CPUS_PER_TASK). Ask the cluster's admins, or submit with your own sbatch script"
 }
 
 # _hpc_partition_info_to VAR: `scontrol show partition -o` of the job's partition (its
@@ -82,7 +89,7 @@ hpc_cluster_check_time() {
   limit=$(slurm_time_seconds "$max")
   asked=$(slurm_time_seconds "$J_TIME")
   ((asked > limit)) || return 0
-  die "--time $J_TIME is longer than partition $name allows (MaxTime=$max): ask for at most --time $max, or choose another partition with -p (sinfo -o '%P %l' lists their limits)"
+  _hpc_refuse "--time $J_TIME is longer than partition $name allows (MaxTime=$max): ask for at most --time $max, or choose another partition with -p (sinfo -o '%P %l' lists their limits)"
 }
 
 # hpc_cluster_gpu_types_to ARRAY: the GPU types (gres gpu:TYPE:N) of the partition's nodes.
@@ -110,9 +117,9 @@ hpc_cluster_check_gpu_type() {
     [[ $t != "$J_GPU_TYPE" ]] || return 0
   done
   if ((${#types[@]} == 0)); then
-    die "--gpu-type $J_GPU_TYPE: the GPUs of ${where:-the default partition} have no type in Slurm (gres gpu:N): leave out --gpu-type, or choose a partition with typed GPUs (sinfo -o '%P %G')"
+    _hpc_refuse "--gpu-type $J_GPU_TYPE: the GPUs of ${where:-the default partition} have no type in Slurm (gres gpu:N): leave out --gpu-type, or choose a partition with typed GPUs (sinfo -o '%P %G')"
   fi
-  die "--gpu-type $J_GPU_TYPE: ${where:-the default partition} has GPU types ${types[*]}: use one of them (sinfo -o '%P %G' lists every partition's)"
+  _hpc_refuse "--gpu-type $J_GPU_TYPE: ${where:-the default partition} has GPU types ${types[*]}: use one of them (sinfo -o '%P %G' lists every partition's)"
 }
 
 # hpc_cluster_check: the version, then the request against the cluster (real submissions).

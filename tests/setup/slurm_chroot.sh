@@ -163,13 +163,27 @@ bind_python() {
   base=$("$VENV/bin/python3" -c 'import sys; print(sys.base_prefix)')
   local ver
   ver=$("$VENV/bin/python3" -c 'import sys; print("python%d.%d" % sys.version_info[:2])')
+  local real
+  real=$(realpath -- "$py")
   if [[ $base == /usr ]]; then
-    bind_same "$(realpath -- "$py")"
+    bind_same "$real"
     bind_same "/usr/lib/$ver"
   else
     bind_same "$base"
   fi
+  # The tests' own `python3` (json checks, small venvs) is the same interpreter; the root
+  # has no Python of its own.
+  [[ -e $MNT/usr/bin/python3 ]] || ln -sfn -- "$real" "$MNT/usr/local/bin/python3"
   [[ $VENV == "$REPO"/* ]] || bind_same "$VENV"
+  # Packages installed editable into a venv outside this repository: their source folders.
+  local finder dir
+  for finder in "$VENV"/lib/python*/site-packages/__editable___*_finder.py; do
+    [[ -f $finder ]] || continue
+    while IFS= read -r dir; do
+      dir=${dir%/*}
+      [[ -z $dir || $dir == "$REPO" || $dir == "$REPO"/* || ! -d $dir ]] || bind_same "$dir"
+    done < <(sed -n "s/^MAPPING[^=]*= *{'[^']*': *'\(.*\)'}.*/\1/p" "$finder")
+  done
 }
 
 mounted() { [[ -s $MOUNTS ]] && mountpoint -q -- "$MNT"; }

@@ -250,7 +250,10 @@ root_pids() {
 
 cmd_stop() {
   [[ -e $MOUNTS ]] || { say "nothing mounted at $MNT"; return 0; }
-  local rc=0 pids i
+  local rc=0 pids i lock
+  exec {lock}>"$INST/.stop.lock" # one stop at a time (a run's exit and a stop by hand)
+  flock "$lock"
+  [[ -e $MOUNTS ]] || return 0
   if mounted && [[ -e $MNT$INNER ]]; then
     in_root bash tests/cluster/local_cluster.sh stop || rc=1
   fi
@@ -296,9 +299,13 @@ cmd_run() {
   trap 'exit 130' INT
   trap 'exit 143' TERM
   cmd_start
-  local rc=0
+  local rc=0 child
+  # In the background, so that INT/TERM reach the traps at once (bash runs a trap only once
+  # its foreground command returns); cmd_stop then ends the root's processes by pid.
   # shellcheck disable=SC2016 # expanded inside the root
-  in_root bash -c 'eval "$(bash tests/cluster/local_cluster.sh env)" && exec "$@"' bash "$@" || rc=$?
+  in_root bash -c 'eval "$(bash tests/cluster/local_cluster.sh env)" && exec "$@"' bash "$@" &
+  child=$!
+  wait "$child" || rc=$?
   return "$rc"
 }
 

@@ -114,7 +114,7 @@ main() {
       exec bash tests/setup/slurm_chroot.sh run "$slurm" -- bash tests/run_tests.sh "$@"
       ;;
   esac
-  if [[ -z $slurm && -z ${HPC_SLURM_CHROOT:-} ]] && command -v sbatch >/dev/null; then
+  if [[ -z ${HPC_SLURM_CHROOT:-} ]] && command -v sbatch >/dev/null; then
     echo "run_tests.sh: Slurm $(sbatch --version | awk '{print $2}')"
   fi
   local parts=("$@")

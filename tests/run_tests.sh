@@ -114,9 +114,6 @@ main() {
       exec bash tests/setup/slurm_chroot.sh run "$slurm" -- bash tests/run_tests.sh "$@"
       ;;
   esac
-  if [[ -z ${HPC_SLURM_CHROOT:-} ]] && command -v sbatch >/dev/null; then
-    echo "run_tests.sh: Slurm $(sbatch --version | awk '{print $2}')"
-  fi
   local parts=("$@")
   ((${#parts[@]})) || parts=(lint unit python integration gpu)
   local part

@@ -121,7 +121,7 @@ HPC_TOOLKIT_DIR=${BASH_SOURCE[0]}
 HPC_TOOLKIT_DIR=${HPC_TOOLKIT_DIR%/*}
 # shellcheck source=hpc_files/lib/hpc_lib.sh
 source "$HPC_TOOLKIT_DIR/lib/hpc_lib.sh"
-for _part in options profile validate resources configs count_args plan submit venv container staging wandb_key sweep arrays; do
+for _part in options profile validate resources configs count_args plan submit venv container staging wandb_key sweep arrays cluster; do
   # shellcheck source=/dev/null
   source "$HPC_TOOLKIT_DIR/lib/$_part.sh"
 done
@@ -177,6 +177,7 @@ main() {
     return 0
   fi
 
+  hpc_cluster_check # the Slurm version, --time within MaxTime, --gpu-type; before anything waits
   hpc_venv_check
   confirm_large_array "${#J_COMMANDS[@]}"
   HPC_DIE_STATUS=1 # from here on a failure is the machine's or Slurm's, not the input's

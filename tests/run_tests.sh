@@ -2,11 +2,14 @@
 # Summary: run every test: shellcheck, bats unit tests, pytest, then the integration
 # tests on the real local Slurm cluster (started here when it is not running).
 #
-# Usage: bash tests/run_tests.sh [unit|python|integration|lint|gpu]...   (default: all)
+# Usage: bash tests/run_tests.sh [--slurm VERSION] [unit|python|integration|lint|gpu]...   (default: all)
 # Installs what is missing first (tests/setup/install_deps.sh; not for `gpu` alone, which
 # runs offline). Integration tests run HPC_TEST_JOBS at a time (default 4). `gpu` (the
 # real-GPU stage, tests/gpu/) runs where nvidia-smi lists a GPU; elsewhere it prints one
 # line and counts as skipped. Ends with a line "N passed, N failed, N skipped".
+# --slurm 22.05 (default) runs on this machine's Slurm; --slurm 24.11 runs the same parts
+# inside a Debian 13 root with Slurm 24.11 and a local cluster of its own
+# (tests/setup/slurm_chroot.sh: built on first use, unmounted and stopped at the end).
 set -euo pipefail
 
 root=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)
@@ -91,7 +94,26 @@ run_gpu() {
 }
 
 main() {
-  [[ $* == gpu ]] || bash tests/setup/install_deps.sh
+  local slurm=""
+  if [[ ${1:-} == --slurm || ${1:-} == --slurm=* ]]; then
+    slurm=${1#--slurm}
+    slurm=${slurm#=}
+    if [[ -z $slurm ]]; then
+      slurm=${2:-}
+      shift
+    fi
+    shift
+    [[ -n $slurm ]] || { echo "run_tests.sh: --slurm needs a version (22.05 or 24.11)" >&2; exit 2; }
+  fi
+  # Inside the root (HPC_SLURM_CHROOT) the host installed everything already.
+  [[ -n ${HPC_SLURM_CHROOT:-} || $* == gpu ]] || bash tests/setup/install_deps.sh
+  case $slurm in
+    "" | 22.05) ;;
+    *)
+      [[ -z ${HPC_SLURM_CHROOT:-} ]] || { echo "run_tests.sh: already inside the Slurm $HPC_SLURM_CHROOT root" >&2; exit 2; }
+      exec bash tests/setup/slurm_chroot.sh run "$slurm" -- bash tests/run_tests.sh "$@"
+      ;;
+  esac
   local parts=("$@")
   ((${#parts[@]})) || parts=(lint unit python integration gpu)
   local part

@@ -11,6 +11,9 @@ source "${BASH_SOURCE[0]%/*}/requeue.sh"
 source "${BASH_SOURCE[0]%/*}/staging.sh"
 # shellcheck source=singularity_hpc_files/container.sh
 source "${BASH_SOURCE[0]%/*}/../singularity_hpc_files/container.sh"
+# What differs between Slurm versions (one place for both sides of the toolkit).
+# shellcheck source=hpc_files/lib/cluster.sh
+source "${BASH_SOURCE[0]%/*}/../hpc_files/lib/cluster.sh"
 
 # hpc_log MESSAGE...: one line in the job's log, tagged with the node.
 hpc_log() {
@@ -50,6 +53,8 @@ hpc_run_exit_hooks() {
   trap - EXIT
   HPC_EXIT_CODE=$rc
   hpc_run_exit_hooks_now "$rc"
+  # Not requeued: the job is over; a requeue request Slurm still holds must not run it again.
+  ((${HPC_REQUEUED:-0})) || hpc_slurm_job_finished "$HPC_EXIT_CODE"
   exit "$HPC_EXIT_CODE"
 }
 
@@ -81,9 +86,17 @@ hpc_job_begin() {
   export OMP_NUM_THREADS=${OMP_NUM_THREADS:-${SLURM_CPUS_PER_TASK:-1}}
   mkdir -p -- "$HPC_OUTPUT_DIR" "$HPC_CHECKPOINT_DIR" ||
     hpc_fail "cannot create $HPC_CHECKPOINT_DIR under $scratch_dir (is \$SCRATCH mounted on this node?)"
+  hpc_slurm_job_version
+  local stale_rc
+  if hpc_slurm_stale_attempt_to stale_rc; then
+    hpc_log "job ${SLURM_JOB_ID:-?}, attempt $((HPC_RESTART_COUNT + 1)): this job already finished (exit code $stale_rc); Slurm $HPC_SLURM_VERSION started it again for an old requeue request: nothing to do"
+    trap - EXIT
+    hpc_slurm_job_finished "$stale_rc"
+    exit "$stale_rc"
+  fi
   hpc_read_task_command
   [[ -z ${HPC_WANDB_KEY_FILE:-} ]] || hpc_load_wandb_key "$HPC_WANDB_KEY_FILE"
-  hpc_log "job ${SLURM_JOB_ID:-?}${SLURM_ARRAY_TASK_ID:+ (array task $SLURM_ARRAY_TASK_ID of $HPC_NUM_TASKS)}, attempt $((HPC_RESTART_COUNT + 1)), nodes ${SLURM_JOB_NODELIST:-?}"
+  hpc_log "job ${SLURM_JOB_ID:-?}${SLURM_ARRAY_TASK_ID:+ (array task $SLURM_ARRAY_TASK_ID of $HPC_NUM_TASKS)}, attempt $((HPC_RESTART_COUNT + 1)), nodes ${SLURM_JOB_NODELIST:-?}, Slurm ${HPC_SLURM_VERSION:-unknown}"
   hpc_log "command: $HPC_COMMAND"
 }
 

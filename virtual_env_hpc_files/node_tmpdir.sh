@@ -23,6 +23,8 @@ _node_error() {
 # The toolkit's helper library (human_bytes_to), from the project's copy of hpc_files.
 # shellcheck source=hpc_files/lib/hpc_lib.sh
 source "${BASH_SOURCE[0]%/*}/../hpc_files/lib/hpc_lib.sh"
+# shellcheck source=hpc_files/lib/cluster.sh
+source "${BASH_SOURCE[0]%/*}/../hpc_files/lib/cluster.sh"
 
 # hpc_node_tmpdir_to VAR: this node's $SLURM_TMPDIR: the job's own folder when the job
 # makes one (HPC_TMPDIR_PATTERN, %n = this node), else the one Slurm set.
@@ -31,7 +33,7 @@ hpc_node_tmpdir_to() {
   if [[ -n ${HPC_TMPDIR_PATTERN:-} ]]; then
     _nd=${HPC_TMPDIR_PATTERN//%n/$(_node_name)}
   else
-    _nd=${SLURM_TMPDIR:-}
+    hpc_slurm_tmpdir_to "$1" # SLURM_TMPDIR, or TMPDIR where Slurm sets only that
   fi
 }
 

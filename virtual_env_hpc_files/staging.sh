@@ -36,8 +36,11 @@ _hpc_seconds_since() {
 
 # hpc_prepare_tmpdir: $SLURM_TMPDIR on every node, the results folder, their exit hooks.
 hpc_prepare_tmpdir() {
+  local from=SLURM_TMPDIR
+  [[ -n ${SLURM_TMPDIR:-} ]] || from=TMPDIR
+  hpc_slurm_tmpdir_to SLURM_TMPDIR # or this job's TMPDIR, where Slurm sets only that (cluster.sh)
   if [[ ${HPC_PROVIDES_TMPDIR:-no} == yes && -n ${SLURM_TMPDIR:-} && -d ${SLURM_TMPDIR:-} ]]; then
-    hpc_log "local scratch: \$SLURM_TMPDIR=$SLURM_TMPDIR (made by Slurm on every node)"
+    hpc_log "local scratch: \$SLURM_TMPDIR=$SLURM_TMPDIR (made by Slurm on every node, as \$$from)"
   else
     [[ ${HPC_PROVIDES_TMPDIR:-no} != yes ]] ||
       hpc_log "WARNING: the cluster profile says Slurm sets SLURM_TMPDIR, but it is '${SLURM_TMPDIR:-}' here: the job makes its own (set HPC_PROVIDES_TMPDIR=no in the profile)"

@@ -15,6 +15,13 @@ if [[ $mode == ranks ]]; then
 fi
 # Where the job makes its own local scratch (staging.sh), this node's folder, not the first's.
 [[ -z ${HPC_TMPDIR_PATTERN:-} ]] || export SLURM_TMPDIR=${HPC_TMPDIR_PATTERN//%n/$SLURMD_NODENAME}
+# Where Slurm sets only TMPDIR (this node's job folder), that is this node's SLURM_TMPDIR.
+if [[ -z ${SLURM_TMPDIR:-} ]]; then
+  # shellcheck source=hpc_files/lib/cluster.sh
+  source "${BASH_SOURCE[0]%/*}/../hpc_files/lib/cluster.sh"
+  hpc_slurm_tmpdir_to SLURM_TMPDIR
+  [[ -z $SLURM_TMPDIR ]] || export SLURM_TMPDIR
+fi
 
 signalled=0
 # Slurm signals every process of the task (scancel --signal=USR1 for the wall-time

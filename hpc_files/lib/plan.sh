@@ -106,6 +106,8 @@ EOF
   # One of several arrays (arrays.sh): its task i runs line HPC_TASK_OFFSET+i+1.
   ((${J_TASK_OFFSET:-0} == 0)) || _export HPC_TASK_OFFSET "$J_TASK_OFFSET"
   _export HPC_JOB_SCRIPT "$J_SCRIPT_PATH"
+  # The cluster's Slurm, read once at submission (cluster.sh); not known in a dry run.
+  [[ -z ${J_SLURM_VERSION:-} ]] || _export HPC_SLURM_VERSION "$J_SLURM_VERSION"
   _export HPC_LAUNCHER "$J_LAUNCHER"
   _export HPC_NUM_NODES "$J_NODES"
   _export HPC_GPUS_PER_NODE "$J_GPUS"

@@ -8,7 +8,7 @@ set -euo pipefail
 
 base="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)"
 
-if [[ "${SLURM_JOB_PARTITION:-}" != "tmpdir" ]]; then
+if [[ "${SLURM_JOB_PARTITION:-}" != "tmpdir" && "${SLURM_JOB_PARTITION:-}" != "tmponly" ]]; then
     exit 0
 fi
 

@@ -11,7 +11,12 @@ base="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)"
 dir="${base}/localscratch/${SLURMD_NODENAME:-}/job_${SLURM_JOB_ID:-}"
 
 if [[ -n "${SLURMD_NODENAME:-}" && -n "${SLURM_JOB_ID:-}" && -d "${dir}" ]]; then
-    printf 'export SLURM_TMPDIR=%s\n' "${dir}"
+    if [[ "${SLURM_JOB_PARTITION:-}" == "tmponly" ]]; then
+        # A cluster that sets only TMPDIR to the job's folder (no SLURM_TMPDIR).
+        printf 'export TMPDIR=%s\nunset SLURM_TMPDIR\n' "${dir}"
+    else
+        printf 'export SLURM_TMPDIR=%s\n' "${dir}"
+    fi
 else
     printf 'unset SLURM_TMPDIR\n'
 fi

@@ -16,7 +16,7 @@ record = {
     "prefix": sys.prefix,
     "node": os.environ.get("SLURMD_NODENAME", socket.gethostname()),
     "env": {k: v for k, v in os.environ.items() if k.startswith(("HPC_", "SLURM_", "CUDA_")) or k in (
-        "source_dir", "project_name", "scratch_dir", "exp_name", "OMP_NUM_THREADS", "VIRTUAL_ENV")},
+        "source_dir", "project_name", "scratch_dir", "exp_name", "OMP_NUM_THREADS", "VIRTUAL_ENV", "TMPDIR")},
 }
 with open(out + ".tmp", "w", encoding="utf-8") as f:
     json.dump(record, f)

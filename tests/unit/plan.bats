@@ -24,7 +24,11 @@ golden() {
   local name=$1 file
   shift
   file=$REPO_ROOT/tests/unit/golden/$name.sbatch
-  plan "$@" >"$BATS_TEST_TMPDIR/$name.sbatch"
+  # The local profiles name the cluster's folder: the goldens hold the default one.
+  (
+    unset HPC_LOCAL_CLUSTER_DIR
+    plan "$@"
+  ) >"$BATS_TEST_TMPDIR/$name.sbatch"
   if [[ -n ${UPDATE_GOLDEN:-} ]]; then
     cp "$BATS_TEST_TMPDIR/$name.sbatch" "$file"
   fi

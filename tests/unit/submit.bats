@@ -2,6 +2,7 @@
 # Submission with a recording sbatch: the files written, the exact argv, what is printed,
 # and that nothing is left behind when sbatch refuses. (tests/integration/ uses real Slurm.)
 
+# shellcheck disable=SC2030,SC2031 # each @test runs in a subshell of its own: SBATCH_STUB_VERSION is set per test
 load ../helpers/common
 
 setup() {
@@ -126,4 +127,26 @@ setup() {
   # Without a key in the environment the script names no key file.
   run --separate-stderr submitter -e plain
   ! grep -q HPC_WANDB_KEY_FILE "$SBATCH_STUB_LOG.script.2" || false
+}
+
+@test "a Slurm older than the toolkit supports is refused before anything is written" {
+  export SBATCH_STUB_VERSION=21.08.8
+  run --separate-stderr submitter --exp-name old
+  [ "$status" -eq 2 ]
+  [[ $stderr == *"this cluster runs Slurm 21.08.8, older than the oldest this toolkit supports (22.05"* ]]
+  [ -z "$output" ]
+  [ "$(sbatch_calls)" -eq 0 ]
+  scratch_is_empty
+}
+
+@test "an sbatch that does not say its version is refused; the version read goes into the script" {
+  export SBATCH_STUB_VERSION=""
+  run --separate-stderr submitter --exp-name nover
+  [ "$status" -eq 2 ]
+  [[ $stderr == *"could not read Slurm's version from 'sbatch --version'"* ]]
+  [ "$(sbatch_calls)" -eq 0 ]
+  export SBATCH_STUB_VERSION=24.11.5
+  run --separate-stderr submitter --exp-name newer
+  [ "$status" -eq 0 ]
+  grep -qxF "export HPC_SLURM_VERSION='24.11.5'" "$SBATCH_STUB_LOG.script.1"
 }

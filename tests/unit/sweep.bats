@@ -240,7 +240,7 @@ $agent --delay 9" ]
   [[ $stderr == *"saved WANDB_API_KEY to $key (mode 600)"* ]]
   [[ $stderr != *"$secret"* && $output != *"$secret"* ]]
   [ -s "$BATS_TEST_TMPDIR/sbatch.env" ]
-  [ "$(grep -c 'WANDB_API_KEY' "$BATS_TEST_TMPDIR/sbatch.env")" = 0 ]
+  [ "$(grep -c '^WANDB_API_KEY=' "$BATS_TEST_TMPDIR/sbatch.env")" = 0 ]
   run ! grep -rq -- "$secret" "$SCRATCH" "$SBATCH_STUB_LOG"* "$BATS_TEST_TMPDIR/sbatch.env"
   grep -qx "export HPC_WANDB_KEY_FILE='$key'" "$SBATCH_STUB_LOG.script.1"
   [[ $(commands_of 1) != *key* ]]

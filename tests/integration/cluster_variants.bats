@@ -1,0 +1,90 @@
+#!/usr/bin/env bats
+# Clusters configured differently (tests/cluster/local_cluster.sh): the Slurm version read
+# at submission, a partition whose MaxTime is lower than the asked --time, typed GPUs and
+# --gpu-type, a cluster that sets only TMPDIR. Runs on every tested Slurm version.
+
+load ../helpers/cluster
+
+setup() {
+  integration_setup proj
+}
+
+field() {
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
+}
+
+# no_submission: nothing reached Slurm or the jobs folder.
+no_submission() {
+  local f
+  for f in "$SCRATCH"/proj/hpc_outputs/jobs/*; do
+    [ ! -e "$f" ] || { echo "left behind: $f"; return 1; }
+  done
+}
+
+@test "the cluster's Slurm version is read at submission and written into the batch script and the job log" {
+  local version
+  version=$(sbatch --version | grep -oE '[0-9]+\.[0-9]+(\.[0-9]+)?' | head -1)
+  [ -n "$version" ]
+  printf 'python argv_dump.py ver\n' >"$PROJECT/experiment_configurations.txt"
+  submit --exp-name ver --time 5
+  wait_job "$JOB_ID"
+  [ "$(job_state "$JOB_ID")" = COMPLETED ]
+  grep -qxF "export HPC_SLURM_VERSION='$version'" "$SCRATCH"/proj/hpc_outputs/jobs/ver-*.sbatch
+  grep -q "Slurm $version\$" "$(job_log "$JOB_ID" ver)"
+  [ "$(field "$SCRATCH/proj/ver/checkpoints/ver.json" 'd["env"]["HPC_SLURM_VERSION"]')" = "$version" ]
+}
+
+@test "--time above the partition's MaxTime is refused at submission, naming the limit" {
+  printf 'true\n' >"$PROJECT/experiment_configurations.txt"
+  run --separate-stderr submitter --exp-name long -p short --time 00:10:00
+  [ "$status" -eq 2 ]
+  [[ $stderr == *"--time 00:10:00 is longer than partition short allows (MaxTime=00:05:00)"* ]]
+  [[ $stderr == *"at most --time 00:05:00"* ]]
+  [ -z "$output" ]
+  no_submission
+  [ -z "$(squeue -h -n long -o %i)" ]
+}
+
+@test "--time within the short partition's MaxTime runs there" {
+  printf 'python argv_dump.py short\n' >"$PROJECT/experiment_configurations.txt"
+  submit --exp-name shortok -p short --time 00:04:00
+  wait_job "$JOB_ID"
+  [ "$(job_state "$JOB_ID")" = COMPLETED ]
+  [ "$(field "$SCRATCH/proj/shortok/checkpoints/short.json" 'd["env"]["SLURM_JOB_PARTITION"]')" = short ]
+}
+
+@test "--gpu-type a100 runs on a node with typed a100 GPUs" {
+  printf 'python argv_dump.py typed\n' >"$PROJECT/experiment_configurations.txt"
+  submit --exp-name typed --gpus 2 --gpu-type a100 --cpus 2 --time 5 --cluster local
+  wait_job "$JOB_ID"
+  [ "$(job_state "$JOB_ID")" = COMPLETED ]
+  local f=$SCRATCH/proj/typed/checkpoints/typed.json node
+  [ "$(field "$f" 'len(d["env"]["CUDA_VISIBLE_DEVICES"].split(","))')" = 2 ]
+  node=$(field "$f" 'd["node"]')
+  scontrol show node "$node" | grep -q 'Gres=gpu:a100:'
+}
+
+@test "--gpu-type the cluster does not have is refused at submission with the types it has" {
+  printf 'true\n' >"$PROJECT/experiment_configurations.txt"
+  run --separate-stderr submitter --exp-name v100 --gpus 1 --gpu-type v100 --time 5 --cluster local
+  [ "$status" -eq 2 ]
+  [[ $stderr == *"--gpu-type v100: partition tmpdir has GPU types a100: use one of them"* ]]
+  no_submission
+}
+
+@test "on a cluster that sets only TMPDIR, the job's TMPDIR is its SLURM_TMPDIR, on every node" {
+  # shellcheck disable=SC2016 # expanded by each task's shell
+  printf 'python argv_dump.py tmponly_$SLURM_NODEID\n' >"$PROJECT/experiment_configurations.txt"
+  submit --exp-name tmponly -p tmponly --num-nodes 2 -d script --time 5 --cluster local
+  wait_job "$JOB_ID"
+  [ "$(job_state "$JOB_ID")" = COMPLETED ]
+  grep -q "SLURM_TMPDIR=.*job_$JOB_ID (made by Slurm on every node, as \\\$TMPDIR)" "$(job_log "$JOB_ID" tmponly)"
+  local f dir n=0
+  for f in "$SCRATCH"/proj/tmponly/checkpoints/tmponly_*.json; do
+    dir=$(field "$f" 'd["env"]["SLURM_TMPDIR"]')
+    [ "$dir" = "$(field "$f" 'd["env"]["TMPDIR"]')" ]
+    [[ $dir == */$(field "$f" 'd["node"]')/job_$JOB_ID ]]
+    n=$((n + 1))
+  done
+  [ "$n" -eq 2 ]
+}

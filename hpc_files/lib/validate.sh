@@ -51,7 +51,7 @@ hpc_validate_names() {
       die "--sbatch-option '$flag' must be one sbatch option written --name or --name=value (for example --qos=high), on one line"
     fi
   done
-  [[ -z $OPT_EXP_NAME ]] || { is_safe_name "$OPT_EXP_NAME" && ((${#OPT_EXP_NAME} <= 100)); } ||
+  [[ -z $OPT_EXP_NAME ]] || is_exp_name "$OPT_EXP_NAME" ||
     die "--exp-name '$OPT_EXP_NAME' must be 1-100 letters, digits, '.', '_', '+' or '-', not starting with '.', '+' or '-' (it names folders)"
 }
 

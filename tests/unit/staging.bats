@@ -304,3 +304,28 @@ refused() {
     [[ $output == *"$opt"* ]] || { echo "missing $opt"; return 1; }
   done
 }
+
+@test "a tampered KEY.state is never evaluated: hostile sizes and counts rebuild the archive" {
+  load ../helpers/hostile_state
+  PWNED=$BATS_TEST_TMPDIR/pwned
+  hostile_state_values
+  staged --data datasets
+  local state=("$DATA"/.hpc_staging/*.state) sha name bytes entries size field value
+  read -r sha name bytes entries size <"${state[0]}"
+  for field in 3 4 5; do
+    for value in "${HOSTILE_STATE[@]}"; do
+      local f=("$sha" "$name" "$bytes" "$entries" "$size")
+      f[field - 1]=$value
+      printf '%s %s %s %s %s\n' "${f[@]}" >"${state[0]}"
+      staged --data datasets
+      [ ! -e "$PWNED" ]
+      # Not trusted: the archive is built again, and the job gets counted numbers.
+      [[ $stderr == *"data: building"* ]] || { echo "field $field '$value' was trusted: $stderr"; return 1; }
+      grep -qx "export HPC_DATA_BYTES='$bytes'" "$SBATCH_STUB_LOG.script.$(sbatch_calls)"
+      grep -qx "export HPC_DATA_ENTRIES='$entries'" "$SBATCH_STUB_LOG.script.$(sbatch_calls)"
+    done
+  done
+  # The untampered state rebuilt by the last submission is trusted again.
+  staged --data datasets
+  [[ $stderr == *reused* ]]
+}

@@ -127,3 +127,42 @@ job() {
   [[ $output == *"refusing to remove"* ]]
   [ -d "$BATS_TEST_TMPDIR/keep" ]
 }
+
+@test "hostile HPC_DATA_BYTES or HPC_DATA_ENTRIES (from a tampered .hpc_staging) never run: the job stops" {
+  load ../helpers/hostile_state
+  PWNED=$BATS_TEST_TMPDIR/pwned
+  hostile_state_values
+  mkdir -p "$BATS_TEST_TMPDIR/src/ds"
+  echo 1 >"$BATS_TEST_TMPDIR/src/ds/f"
+  tar -cf - -C "$BATS_TEST_TMPDIR/src" ./ds | zstd -q -c >"$BATS_TEST_TMPDIR/a.tar.zst"
+  local value
+  for value in "${HOSTILE_STATE[@]}"; do
+    [[ -n $value ]] || continue # empty means "not given": 0
+    HPC_DATA_ARCHIVE=$BATS_TEST_TMPDIR/a.tar.zst HPC_DATA_BYTES=$value job 'echo started'
+    [ "$status" -ne 0 ] && [[ $output != *started* ]] || { echo "bytes '$value': $status $output"; return 1; }
+    [[ $stderr == *"is not a number"* ]]
+    [ ! -e "$PWNED" ]
+    HPC_DATA_ARCHIVE=$BATS_TEST_TMPDIR/a.tar.zst HPC_DATA_ENTRIES=$value job 'echo started'
+    [ "$status" -ne 0 ] && [[ $output != *started* ]]
+    [ ! -e "$PWNED" ]
+    # The per-node extraction checks its argument too (it runs as its own srun task).
+    run bash "$REPO_ROOT/virtual_env_hpc_files/node_tmpdir.sh" extract "$BATS_TEST_TMPDIR/a.tar.zst" "$value"
+    [ "$status" -ne 0 ]
+    [ ! -e "$PWNED" ]
+  done
+}
+
+@test "human_bytes_to never evaluates what it is given" {
+  load ../helpers/hostile_state
+  PWNED=$BATS_TEST_TMPDIR/pwned
+  hostile_state_values
+  local value
+  for value in "${HOSTILE_STATE[@]}"; do
+    run bash -c 'source "$1/hpc_files/lib/hpc_lib.sh"; human_bytes_to h "$2"; echo "$h"' _ "$REPO_ROOT" "$value"
+    [ "$status" -eq 0 ]
+    [ "$output" = "? B" ]
+    [ ! -e "$PWNED" ]
+  done
+  run bash -c 'source "$1/hpc_files/lib/hpc_lib.sh"; human_bytes_to h 1536; echo "$h"' _ "$REPO_ROOT"
+  [ "$output" = "1.5 KiB" ]
+}

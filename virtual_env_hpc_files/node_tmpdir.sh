@@ -51,7 +51,7 @@ hpc_node_tmpdir_to() {
 hpc_node_make_tmpdir() {
   local dir=$1 parent=${1%/*}
   if [[ ! -d $parent ]]; then
-    _node_error "the local scratch folder $parent does not exist on this node (HPC_LOCAL_SCRATCH='${HPC_LOCAL_SCRATCH:-}' in the cluster profile): the job makes no folders there. Create it, or set HPC_LOCAL_SCRATCH in the profile to a folder on the node's local disk that exists"
+    _node_error "the local scratch folder $parent does not exist (or is not a folder) on this node (HPC_LOCAL_SCRATCH='${HPC_LOCAL_SCRATCH:-}' in the cluster profile): the job makes no folders there. Create it, or set HPC_LOCAL_SCRATCH in the profile to a folder on the node's local disk that exists"
     return 1
   fi
   if mkdir -m 700 -- "$dir" 2>/dev/null; then

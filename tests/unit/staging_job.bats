@@ -205,7 +205,7 @@ job() {
   job 'echo reached'
   [ "$status" -ne 0 ]
   [[ $output != *reached* ]]
-  [[ $stderr == *"the local scratch folder $BATS_TEST_TMPDIR/local_scratch/alice does not exist on this node (HPC_LOCAL_SCRATCH='$BATS_TEST_TMPDIR/local_scratch/%u' in the cluster profile)"* ]]
+  [[ $stderr == *"the local scratch folder $BATS_TEST_TMPDIR/local_scratch/alice does not exist (or is not a folder) on this node (HPC_LOCAL_SCRATCH='$BATS_TEST_TMPDIR/local_scratch/%u' in the cluster profile)"* ]]
   [ ! -e "$BATS_TEST_TMPDIR/local_scratch" ]
 }
 

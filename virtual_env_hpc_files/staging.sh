@@ -216,6 +216,10 @@ hpc_stage_data() {
   { is_count "${HPC_DATA_BYTES:-0}" && is_count "${HPC_DATA_ENTRIES:-0}"; } ||
     hpc_fail "data: the archive's size or entry count ('${HPC_DATA_BYTES:-}', '${HPC_DATA_ENTRIES:-}') is not a number (was .hpc_staging edited?): submit again"
   human_bytes_to size "${HPC_DATA_BYTES:-0}"
+  # Which data this job was submitted with: the archive is named by its content's hash.
+  local sha=${HPC_DATA_SHA:-}
+  [[ $sha =~ ^[0-9a-f]{64}$ ]] || sha="unknown"
+  hpc_log "data: extracting ${HPC_DATA_ARCHIVE##*/} (manifest sha256 $sha, $((10#${HPC_DATA_ENTRIES:-0})) entries, $size) on $nodes node(s)"
   if ((nodes > 1)); then
     srun --overlap --job-name=hpc-stage --nodes="$nodes" --ntasks="$nodes" --ntasks-per-node=1 \
       --cpus-per-task="${SLURM_CPUS_PER_TASK:-1}" --kill-on-bad-exit=1 \

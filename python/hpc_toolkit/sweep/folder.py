@@ -85,7 +85,9 @@ def _check_info(info: dict[str, Any], where: Path) -> None:
     command-line counterpart gets (ids, names that become folders, bounded counts)."""
     sweep_id = info.get("sweep_id")
     if not isinstance(sweep_id, str) or not SWEEP_ID.fullmatch(sweep_id):
-        raise SweepError(f"{where}: sweep_id {str(sweep_id)[:100]!r} is not a sweep id: fix the file")
+        raise SweepError(
+            f"{where}: sweep_id {str(sweep_id)[:100]!r} is not a sweep id: fix the file"
+        )
     config = info.get("config")
     method = config.get("method") if isinstance(config, dict) else None
     if method not in METHODS:

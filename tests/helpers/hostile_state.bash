@@ -22,5 +22,6 @@ hostile_state_values() {
   )
 }
 
-# hostile_names: names a file may hold where a folder name or id is expected.
+# HOSTILE_NAMES: names a file may hold where a folder name or id is expected.
+# shellcheck disable=SC2016 # $(id) is meant literally
 HOSTILE_NAMES=('../../..' '..' '/etc' 'a/b' '-rf' 'a b' "a'b" 'a;b' '$(id)' '.hidden' "$(printf 'a\nb')")

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Summary: the per-node batch job of submit_cleanup.sh: remove this user's leftover
-# per-job folders (hpc_job_<SLURM_JOB_ID>) from this node's local scratch.
+# per-job folders (hpc_job_<SLURM_JOB_ID>_<node>) from this node's local scratch.
 #
 # Usage: sbatch --nodelist=NODE cleanup_node.sh [--dry-run] SCRATCH_TEMPLATE
 #
 # SCRATCH_TEMPLATE is the profile's HPC_LOCAL_SCRATCH (%n = this node, %u = this user).
-# A folder goes only when all of these hold: its name is exactly hpc_job_<job id>; no job
+# A folder goes only when all of these hold: its name is exactly hpc_job_<job id>_<this node>
+# (or hpc_job_<job id>, from older versions); no job
 # of this user with that id is in the queue (in any state, on any node); it is owned by
 # this user's uid, and so is everything inside it; it lies on the same filesystem as the
 # scratch folder. Links are removed as links, never followed. --dry-run removes nothing.
@@ -161,14 +162,18 @@ main() {
     name=${entry##*/}
     # Only the toolkit's own spelling: no leading zero, at most 10 digits (Slurm ids are
     # below 2^32), so that the name is the job id as squeue prints it.
-    [[ $name =~ ^hpc_job_[1-9][0-9]{0,9}$ ]] && candidates+=("$entry")
+    # hpc_job_<id>_<node> (the toolkit's folders since they are per node), or hpc_job_<id>
+    # (older versions); a folder named for another node sharing this disk is that node's.
+    [[ $name =~ ^hpc_job_[1-9][0-9]{0,9}(_.+)?$ ]] || continue
+    [[ -z ${BASH_REMATCH[1]} || ${BASH_REMATCH[1]} == "_$NODE" ]] && candidates+=("$entry")
   done
   shopt -u nullglob
   declare -gA QUEUED=()
   queued_ids_to QUEUED "$MY_USER"
   for entry in "${candidates[@]}"; do
     name=${entry##*/}
-    clean_entry "$entry" "${name#hpc_job_}"
+    name=${name#hpc_job_}
+    clean_entry "$entry" "${name%%_*}"
   done
   print_report
   ((FAILED == 0))

@@ -5,7 +5,7 @@
 # Usage: bash plai_cleanups/submit_cleanup.sh [OPTIONS]
 #
 # Submits one small job per node of the partition (the nodes come from sinfo). Each job
-# removes the folders hpc_job_<job id> that your jobs left in the profile's local scratch
+# removes the folders hpc_job_<job id>_<node> that your jobs left in the profile's local scratch
 # (HPC_LOCAL_SCRATCH) when no job of yours with that id is still in the queue, and writes
 # what it freed (folders, bytes) into one log. Nothing else is touched: no other names,
 # no other user's files, no links followed, no other filesystem (see README.md, "Cleaning node-local scratch").

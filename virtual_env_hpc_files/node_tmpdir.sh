@@ -7,8 +7,9 @@
 #                                              (the batch shell is done), remove it
 #   node_tmpdir.sh extract ARCHIVE BYTES       extract the --data archive into this node's
 #                                              $SLURM_TMPDIR, after checking its free space
-# Own folders are named <HPC_LOCAL_SCRATCH, %n and %u expanded>/hpc_job_<SLURM_JOB_ID>,
-# mode 700 (plai_cleanups/ relies on that name). Messages go to stderr (the job's log).
+# Own folders are named <HPC_LOCAL_SCRATCH, %n and %u expanded>/hpc_job_<SLURM_JOB_ID>_<node>,
+# mode 700 (plai_cleanups/ relies on that name): distinct per node even where the nodes
+# share the scratch path (two nodes extracting into one folder collide). Messages go to stderr (the job's log).
 
 _node_name() { printf '%s' "${SLURMD_NODENAME:-${HOSTNAME:-?}}"; }
 
@@ -31,35 +32,61 @@ source "${BASH_SOURCE[0]%/*}/../hpc_files/lib/cluster.sh"
 hpc_node_tmpdir_to() {
   local -n _nd=$1
   if [[ -n ${HPC_TMPDIR_PATTERN:-} ]]; then
+    # The node's name becomes part of a folder name: nothing but a plain host name.
+    [[ $(_node_name) =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]] || {
+      _node_error "this node's name '$(_node_name)' cannot name a folder: set SLURMD_NODENAME"
+      _nd=""
+      return 1
+    }
     _nd=${HPC_TMPDIR_PATTERN//%n/$(_node_name)}
   else
     hpc_slurm_tmpdir_to "$1" # SLURM_TMPDIR, or TMPDIR where Slurm sets only that
   fi
 }
 
-# hpc_node_make_tmpdir DIR: create DIR (mode 700) and its parent. A DIR left by an earlier
-# run of the same job id (a requeue cut short) is emptied; one that is not ours is refused.
+# hpc_node_make_tmpdir DIR: create DIR (mode 700) in its parent, which must exist (the
+# toolkit never makes the profile's HPC_LOCAL_SCRATCH). One mkdir, without -p: it fails when
+# anything is there already. What is there is taken only when it is a folder (not a link)
+# owned by this user: the same job id on the same node, left by an earlier run of this job
+# (a requeue cut short); it is emptied. Anything else stops the job and is left untouched.
+# Returns 0 only when DIR is this job's folder; only then may it be removed.
 hpc_node_make_tmpdir() {
-  local dir=$1
-  mkdir -p -- "${dir%/*}" 2>/dev/null || {
-    _node_error "cannot create the local scratch folder ${dir%/*} (HPC_LOCAL_SCRATCH in the cluster profile): is that disk on this node and writable?"
+  local dir=$1 parent=${1%/*}
+  if [[ ! -d $parent ]]; then
+    _node_error "the local scratch folder $parent does not exist (or is not a folder) on this node (HPC_LOCAL_SCRATCH='${HPC_LOCAL_SCRATCH:-}' in the cluster profile): the job makes no folders there. Create it, or set HPC_LOCAL_SCRATCH in the profile to a folder on the node's local disk that exists"
     return 1
-  }
-  mkdir -m 700 -- "$dir" 2>/dev/null && return 0
+  fi
+  if mkdir -m 700 -- "$dir" 2>/dev/null; then
+    [[ -d $dir && ! -L $dir && -O $dir ]] && return 0
+    _node_error "$dir changed under the job right after it was made: the job stops"
+    return 1
+  fi
   if [[ -d $dir && ! -L $dir && -O $dir ]]; then
     _node_log "$dir is left from an earlier run of this job: starting it afresh"
-    hpc_node_remove_tmpdir "$dir" && mkdir -m 700 -- "$dir" && return 0
+    if hpc_node_remove_tmpdir "$dir" && mkdir -m 700 -- "$dir" 2>/dev/null &&
+      [[ -d $dir && ! -L $dir && -O $dir ]]; then
+      return 0
+    fi
   fi
-  _node_error "cannot create $dir (it exists and is not this job's folder, or the disk refused): the job stops"
+  local what="the disk refused it"
+  if [[ -L $dir ]]; then
+    what="it is a symbolic link"
+  elif [[ -e $dir && ! -O $dir ]]; then
+    what="it exists and belongs to $(stat -c %U -- "$dir" 2>/dev/null || echo 'another user')"
+  elif [[ -e $dir ]]; then
+    what="it exists and is not a folder"
+  fi
+  _node_error "cannot create $dir ($what; it is not this job's folder and is left alone): the job stops. Ask the owner or the admins to remove it"
   return 1
 }
 
-# hpc_node_remove_tmpdir DIR: remove a job folder (only a hpc_job_<id> folder), even when
-# the program left read-only folders in it. A link is removed, never followed.
+# hpc_node_remove_tmpdir DIR: remove a job folder (only a hpc_job_<id>_<node> folder),
+# even when the program left read-only folders in it. A link is removed, never followed.
+# Called only for a folder hpc_node_make_tmpdir made for this job.
 hpc_node_remove_tmpdir() {
   local dir=$1
-  [[ ${dir##*/} =~ ^hpc_job_[0-9]+$ ]] || {
-    _node_error "refusing to remove $dir: not a job folder (hpc_job_<id>)"
+  [[ ${dir##*/} =~ ^hpc_job_[0-9]+(_[A-Za-z0-9][A-Za-z0-9._-]*)?$ ]] || {
+    _node_error "refusing to remove $dir: not a job folder (hpc_job_<id>_<node>)"
     return 1
   }
   [[ -e $dir || -L $dir ]] || return 0
@@ -74,14 +101,19 @@ hpc_node_remove_tmpdir() {
 # when the disk has BYTES free (the space the data takes once extracted).
 hpc_node_extract() {
   local dir=$1 archive=$2 bytes=${3:-0} avail need have
+  is_count "$bytes" || {
+    _node_error "the size of the --data ('${bytes:0:100}') is not a number (was the job script or .hpc_staging edited?): submit again"
+    return 1
+  }
+  bytes=$((10#$bytes))
   [[ -n $dir && -d $dir ]] || {
     _node_error "no \$SLURM_TMPDIR folder on this node (${dir:-unset}): cannot stage the data"
     return 1
   }
   avail=$(df -Pk -- "$dir" | awk 'NR == 2 { print $4 }')
-  if [[ $avail =~ ^[0-9]+$ ]] && ((avail * 1024 < bytes)); then
+  if is_count "$avail" && ((10#$avail * 1024 < bytes)); then
     human_bytes_to need "$bytes"
-    human_bytes_to have "$((avail * 1024))"
+    human_bytes_to have "$((10#$avail * 1024))"
     _node_error "not enough local disk for the --data: it needs $need, $dir has $have free. Stage less data, or ask for nodes with a larger local disk"
     return 1
   fi
@@ -108,7 +140,10 @@ hpc_node_extract() {
 hpc_node_keep() {
   local batch_node=$1 batch_pid=$2 dir node stop=0 nap=""
   node=$(_node_name)
-  hpc_node_tmpdir_to dir
+  hpc_node_tmpdir_to dir || {
+    printf 'error %s\n' "$node"
+    exit 1
+  }
   # Slurm sends the wall-time warning (SIGUSR1) to every step: it is not for the keeper.
   trap '' USR1 USR2 HUP PIPE ALRM
   if ! hpc_node_make_tmpdir "$dir"; then
@@ -136,7 +171,7 @@ _hpc_node_main() {
   case ${1:-} in
     keep) hpc_node_keep "${2:?batch node}" "${3:?batch pid}" ;;
     extract)
-      hpc_node_tmpdir_to dir
+      hpc_node_tmpdir_to dir || return 1
       hpc_node_extract "$dir" "${2:?archive}" "${3:-0}"
       ;;
     *)

@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # Job side of node-local scratch, sourced by job_runtime.sh (the batch shell, first node):
 #   hpc_prepare_tmpdir  $SLURM_TMPDIR on every node: Slurm's, or on clusters without one
-#                       (HPC_PROVIDES_TMPDIR=no) the job's own folder, made on every node
+#                       (HPC_PROVIDES_TMPDIR=auto|no) the job's own folder, made on every node
 #                       and removed on every node at the end (success, failure, scancel,
 #                       time limit); the results folder $HPC_RESULTS_DIR
 #   hpc_stage_data      the --data archive extracted into $SLURM_TMPDIR once per node,
@@ -35,43 +35,48 @@ _hpc_seconds_since() {
 }
 
 # hpc_prepare_tmpdir: $SLURM_TMPDIR on every node, the results folder, their exit hooks.
+# HPC_PROVIDES_TMPDIR (profile): auto (default): Slurm's SLURM_TMPDIR when the job has one,
+# else the job's own; yes: Slurm's (the job makes its own, with a warning, when it is
+# missing); no: always the job's own.
 hpc_prepare_tmpdir() {
-  local from=SLURM_TMPDIR
+  local mode=${HPC_PROVIDES_TMPDIR:-auto} from=SLURM_TMPDIR
   [[ -n ${SLURM_TMPDIR:-} ]] || from=TMPDIR
   hpc_slurm_tmpdir_to SLURM_TMPDIR # or this job's TMPDIR, where Slurm sets only that (cluster.sh)
-  if [[ ${HPC_PROVIDES_TMPDIR:-no} == yes && -n ${SLURM_TMPDIR:-} && -d ${SLURM_TMPDIR:-} ]]; then
+  if [[ $mode != no && -n ${SLURM_TMPDIR:-} && -d ${SLURM_TMPDIR:-} ]]; then
     hpc_log "local scratch: \$SLURM_TMPDIR=$SLURM_TMPDIR (made by Slurm on every node, as \$$from)"
   else
-    [[ ${HPC_PROVIDES_TMPDIR:-no} != yes ]] ||
-      hpc_log "WARNING: the cluster profile says Slurm sets SLURM_TMPDIR, but it is '${SLURM_TMPDIR:-}' here: the job makes its own (set HPC_PROVIDES_TMPDIR=no in the profile)"
+    [[ $mode != yes ]] ||
+      hpc_log "WARNING: the cluster profile says Slurm sets SLURM_TMPDIR, but it is '${SLURM_TMPDIR:-}' here: the job makes its own (set HPC_PROVIDES_TMPDIR=auto in the profile)"
     _hpc_own_tmpdirs
   fi
   export SLURM_TMPDIR
   _hpc_results_setup
 }
 
-# _hpc_own_tmpdirs: the job's own folder on every node (see node_tmpdir.sh).
+# _hpc_own_tmpdirs: the job's own folder on every node (see node_tmpdir.sh). The exit hook
+# removes only what was made: HPC_OWN_TMPDIR is set once this node's folder is this job's.
 _hpc_own_tmpdirs() {
-  local nodes=${SLURM_JOB_NUM_NODES:-1} base=${HPC_LOCAL_SCRATCH:-/tmp}
+  local nodes=${SLURM_JOB_NUM_NODES:-1} base=${HPC_LOCAL_SCRATCH:-/tmp} dir
   base=${base//%u/${SLURM_JOB_USER:-${USER:-$(id -un)}}}
   [[ $base == /* ]] ||
     hpc_fail "HPC_LOCAL_SCRATCH '$HPC_LOCAL_SCRATCH' is not an absolute path: fix the cluster profile"
-  export HPC_TMPDIR_PATTERN=${base%/}/hpc_job_${SLURM_JOB_ID:?}
-  hpc_node_tmpdir_to SLURM_TMPDIR
-  HPC_OWN_TMPDIR=$SLURM_TMPDIR
-  # Registered first: a failure half-way still removes whatever was made.
+  export HPC_TMPDIR_PATTERN=${base%/}/hpc_job_${SLURM_JOB_ID:?}_%n
+  hpc_node_tmpdir_to dir || hpc_fail "could not name the job's local scratch folder"
+  SLURM_TMPDIR=$dir
+  # The hook stops the keepers, and removes this node's folder once it is known to be ours.
   HPC_LAST_EXIT_HOOKS+=(hpc_tmpdir_cleanup)
   if ((nodes > 1)); then
     _hpc_start_keepers "$nodes"
   else
-    hpc_node_make_tmpdir "$SLURM_TMPDIR" || hpc_fail "could not make the job's local scratch folder"
+    hpc_node_make_tmpdir "$dir" || hpc_fail "could not make the job's local scratch folder"
+    HPC_OWN_TMPDIR=$dir
   fi
   hpc_log "local scratch: \$SLURM_TMPDIR=$SLURM_TMPDIR (made by the job on $nodes node(s), removed at its end)"
 }
 
 # _hpc_start_keepers NODES: one keeper per node; returns once every node has its folder.
 _hpc_start_keepers() {
-  local nodes=$1 i line
+  local nodes=$1 i line node
   exec {HPC_KEEPER_FD}< <(exec srun --overlap --job-name=hpc-tmpdir --nodes="$nodes" \
     --ntasks="$nodes" --ntasks-per-node=1 --cpus-per-task=1 \
     bash "$HPC_NODE_SCRIPT" keep "${SLURMD_NODENAME:-}" "$$" </dev/null)
@@ -83,6 +88,9 @@ _hpc_start_keepers() {
     [[ $line == "ready "* ]] ||
       hpc_fail "could not make the job's local scratch folder on every node (${i} of $nodes ready; srun's or the node's message is above; this needs srun --overlap, Slurm 20.11 or later)"
     HPC_KEEPER_STEP=${line##* }
+    # This node's keeper made this node's folder: from now on the batch shell removes it.
+    read -r _ node _ <<<"$line"
+    [[ $node != "${SLURMD_NODENAME:-}" ]] || HPC_OWN_TMPDIR=$SLURM_TMPDIR
   done
 }
 
@@ -108,13 +116,14 @@ _hpc_stop_keepers() {
 # keepers do it). Results are copied back before (an earlier exit hook). Returns non-zero
 # when a folder could not be removed.
 hpc_tmpdir_cleanup() {
-  [[ -n $HPC_OWN_TMPDIR ]] || return 0
-  local rc=0
+  [[ -n $HPC_OWN_TMPDIR || -n $HPC_KEEPER_PID ]] || return 0
+  local rc=0 made=$HPC_OWN_TMPDIR
   cd / || true # the shell must not sit in the folder it removes
-  hpc_node_remove_tmpdir "$HPC_OWN_TMPDIR" || rc=1
+  [[ -z $made ]] || hpc_node_remove_tmpdir "$made" || rc=1
   _hpc_stop_keepers || rc=1
-  ((rc)) || hpc_log "local scratch: removed the job's folder on ${SLURM_JOB_NUM_NODES:-1} node(s)"
   HPC_OWN_TMPDIR=""
+  # The keepers remove only the folders they made, and say so when they could not.
+  ((rc)) || [[ -z $made ]] || hpc_log "local scratch: removed the job's folder on ${SLURM_JOB_NUM_NODES:-1} node(s)"
   return "$rc"
 }
 
@@ -205,7 +214,14 @@ hpc_stage_data() {
   [[ -f $HPC_DATA_ARCHIVE && -r $HPC_DATA_ARCHIVE ]] ||
     hpc_fail "the --data archive $HPC_DATA_ARCHIVE is missing (was $scratch_dir/.hpc_staging cleaned up while the job waited?): submit again"
   local nodes=${SLURM_JOB_NUM_NODES:-1} t0=$EPOCHREALTIME rc=0 size
+  # Read back from .hpc_staging at submission: never evaluated unless it is a number.
+  { is_count "${HPC_DATA_BYTES:-0}" && is_count "${HPC_DATA_ENTRIES:-0}"; } ||
+    hpc_fail "data: the archive's size or entry count ('${HPC_DATA_BYTES:-}', '${HPC_DATA_ENTRIES:-}') is not a number (was .hpc_staging edited?): submit again"
   human_bytes_to size "${HPC_DATA_BYTES:-0}"
+  # Which data this job was submitted with: the archive is named by its content's hash.
+  local sha=${HPC_DATA_SHA:-}
+  [[ $sha =~ ^[0-9a-f]{64}$ ]] || sha="unknown"
+  hpc_log "data: extracting ${HPC_DATA_ARCHIVE##*/} (manifest sha256 $sha, $((10#${HPC_DATA_ENTRIES:-0})) entries, $size) on $nodes node(s)"
   if ((nodes > 1)); then
     srun --overlap --job-name=hpc-stage --nodes="$nodes" --ntasks="$nodes" --ntasks-per-node=1 \
       --cpus-per-task="${SLURM_CPUS_PER_TASK:-1}" --kill-on-bad-exit=1 \

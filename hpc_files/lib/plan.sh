@@ -127,6 +127,8 @@ EOF
   if [[ -n ${J_DATA_ARCHIVE:-} ]]; then
     _export HPC_DATA_ARCHIVE "$J_DATA_ARCHIVE"
     _export HPC_DATA_BYTES "$J_DATA_BYTES"
+    _export HPC_DATA_ENTRIES "$J_DATA_ENTRIES"
+    _export HPC_DATA_SHA "$J_DATA_SHA"
   fi
   [[ ${J_RESULTS_FOLDER:-results} == results ]] || _export HPC_RESULTS_FOLDER "$J_RESULTS_FOLDER"
   [[ ${J_SYNC_EVERY_S:-0} == 0 ]] || _export HPC_SYNC_EVERY_S "$J_SYNC_EVERY_S"

@@ -6,7 +6,7 @@ hpc_profile_defaults() {
   HPC_DEFAULT_ACCOUNT="" HPC_DEFAULT_PARTITION="" HPC_DEFAULT_TIME="01:00:00"
   HPC_DEFAULT_CPUS_PER_TASK=1 HPC_DEFAULT_MEM="" HPC_MAX_GPUS_PER_NODE=8
   HPC_GPU_DIRECTIVE="gres" HPC_MAX_ARRAY_PARALLEL="" HPC_MODULES=""
-  HPC_PROVIDES_TMPDIR="no" HPC_LOCAL_SCRATCH="/tmp" HPC_VENV_PATH=""
+  HPC_PROVIDES_TMPDIR="auto" HPC_LOCAL_SCRATCH="/tmp" HPC_VENV_PATH=""
   HPC_SIGNAL_GRACE=120 HPC_MAX_RESTARTS=10
 }
 
@@ -38,8 +38,8 @@ hpc_profile_load() {
     *) die "cluster profile $file: HPC_GPU_DIRECTIVE must be 'gres' or 'gpus-per-node', not '$HPC_GPU_DIRECTIVE'" ;;
   esac
   case $HPC_PROVIDES_TMPDIR in
-    yes | no) ;;
-    *) die "cluster profile $file: HPC_PROVIDES_TMPDIR must be 'yes' or 'no', not '$HPC_PROVIDES_TMPDIR'" ;;
+    auto | yes | no) ;;
+    *) die "cluster profile $file: HPC_PROVIDES_TMPDIR must be 'auto', 'yes' or 'no', not '$HPC_PROVIDES_TMPDIR'" ;;
   esac
   hpc_profile_check_values "$file"
 }

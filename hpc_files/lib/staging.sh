@@ -4,17 +4,28 @@
 # which the job extracts into $SLURM_TMPDIR on every node (virtual_env_hpc_files/staging.sh).
 # Also settles --results-dir and --sync-every. Without --data nothing here starts a process.
 #
-# Files, per set of staged paths (KEY = 16 hex digits of the sha256 of the sorted paths):
-#   .hpc_staging/KEY.tar.zst|.tar.gz|.tar   the archive (written to a temporary name, then
-#                                          renamed: it is whole or absent)
-#   .hpc_staging/KEY.state                 "MANIFEST_SHA256 ARCHIVE_NAME BYTES ENTRIES SIZE"
-#   .hpc_staging/KEY.lock                  flock(1) lock: one builder at a time
+# Files (KEY = 16 hex digits of the sha256 of the sorted paths; SHA = the first 16 of the
+# manifest's sha256: archives are named by their content, so a later submission with
+# changed data never replaces the archive an earlier, still queued job will extract):
+#   .hpc_staging/KEY-SHA.tar.zst|.tar.gz|.tar  the archive (written to a temporary name,
+#                                             then renamed: it is whole or absent)
+#   .hpc_staging/KEY-SHA.state    "MANIFEST_SHA256 ARCHIVE_NAME BYTES ENTRIES SIZE"
+#   .hpc_staging/KEY-SHA.jobs     the ids of the jobs submitted with that archive
+#   .hpc_staging/KEY.lock         flock(1) lock: one builder (and pruner) at a time
 # The manifest is every staged entry's type, size, modification time (ns), path and link
-# target; the archive is reused while the manifest's hash is the one in KEY.state.
+# target; an archive is reused while a submission's manifest hash is the one it is named by.
+# Pruning (at each build or reuse): an archive is removed once no job in its KEY-SHA.jobs
+# is still queued or running (squeue) and it was last submitted more than
+# HPC_STAGING_KEEP_MIN minutes ago; one without a job list (older versions) only while the
+# user has no job in the queue at all; when squeue cannot be asked nothing is removed. Every
+# field read back from these files is checked first (they may have been edited).
 
 HPC_STAGING_DIRNAME=.hpc_staging
 # Progress of the archive build on a terminal, above this many MiB of data.
 HPC_DATA_PROGRESS_MIB=${HPC_DATA_PROGRESS_MIB:-64}
+# Minutes an archive is kept after its last submission, even once its jobs have ended
+# (a submission between its build and its sbatch has no job id yet).
+HPC_STAGING_KEEP_MIN=${HPC_STAGING_KEEP_MIN:-30}
 
 # _hpc_results_settle: --results-dir (J_RESULTS_FOLDER) and --sync-every (J_SYNC_EVERY_S).
 _hpc_results_settle() {
@@ -156,18 +167,23 @@ _hpc_data_judge_paths() {
   done
 }
 
-# _hpc_data_name_archive: J_DATA_KEY, J_DATA_ARCHIVE and J_DATA_STATE for J_DATA.
-_hpc_data_name_archive() {
+# _hpc_data_name_key: J_DATA_KEY (the set of paths) and the compressor.
+_hpc_data_name_key() {
   J_DATA_KEY=$(printf '%s\0' "${J_DATA[@]}" | sha256sum) || die "sha256sum failed"
   J_DATA_KEY=${J_DATA_KEY:0:16}
   hpc_data_compressor_to HPC_DATA_COMPRESSOR
-  local ext=tar
+}
+
+# _hpc_data_name_archive: J_DATA_ARCHIVE, J_DATA_STATE and J_DATA_JOBS, named by the key
+# and the manifest's hash (J_DATA_SHA, from the walk).
+_hpc_data_name_archive() {
+  local ext=tar base
   case $HPC_DATA_COMPRESSOR in
     zstd) ext=tar.zst ;;
     pigz) ext=tar.gz ;;
   esac
-  J_DATA_ARCHIVE=$J_SCRATCH_DIR/$HPC_STAGING_DIRNAME/$J_DATA_KEY.$ext
-  J_DATA_STATE=$J_SCRATCH_DIR/$HPC_STAGING_DIRNAME/$J_DATA_KEY.state
+  base=$J_SCRATCH_DIR/$HPC_STAGING_DIRNAME/$J_DATA_KEY-${J_DATA_SHA:0:16}
+  J_DATA_ARCHIVE=$base.$ext J_DATA_STATE=$base.state J_DATA_JOBS=$base.jobs
 }
 
 # hpc_staging_settle: judge --data and walk the data once (read-only). Sets J_DATA (the
@@ -175,11 +191,12 @@ _hpc_data_name_archive() {
 # settings. Writes nothing: --dry-run stops after this.
 hpc_staging_settle() {
   J_DATA=() J_DATA_ARCHIVE="" J_DATA_BYTES=0 J_DATA_SHA="" J_DATA_KEY="" J_DATA_STATE=""
+  J_DATA_JOBS="" J_DATA_ENTRIES=0
   _hpc_results_settle
   ((${#OPT_DATA[@]})) || return 0
   HPC_DATA_T0=$EPOCHREALTIME
   _hpc_data_judge_paths
-  _hpc_data_name_archive
+  _hpc_data_name_key
   HPC_DATA_TMP=$(mktemp -d "${TMPDIR:-/tmp}/hpc_data.XXXXXX") || die "cannot create a temporary folder in ${TMPDIR:-/tmp}"
   # Removed below, or by this trap when a check dies (the submitter has no other EXIT trap).
   trap 'rm -rf -- "$HPC_DATA_TMP"' EXIT
@@ -192,6 +209,7 @@ hpc_staging_settle() {
     abs+=("$J_SCRATCH_DIR/$rel")
   done
   _hpc_data_walk "$t" "${abs[@]}"
+  _hpc_data_name_archive
   _hpc_data_check_links "$t/links" "inside the staged folders"
   # An unchanged manifest was tallied when its archive was built: no second walk.
   _hpc_data_state_matches || _hpc_data_tally "${abs[@]}"
@@ -230,8 +248,11 @@ _hpc_data_state_matches() {
   local sha name bytes entries size
   [[ -f $J_DATA_STATE && -f $J_DATA_ARCHIVE ]] || return 1
   read -r sha name bytes entries size <"$J_DATA_STATE" || return 1
-  [[ $sha == "$J_DATA_SHA" && $name == "${J_DATA_ARCHIVE##*/}" && $size =~ ^[0-9]+$ ]] || return 1
-  J_DATA_BYTES=$bytes J_DATA_ENTRIES=$entries J_DATA_SIZE=$size
+  # The file may have been edited: every field is checked before it is used (the counts
+  # reach bash arithmetic here and in the job). A bad one means: build the archive again.
+  [[ $sha == "$J_DATA_SHA" && $name == "${J_DATA_ARCHIVE##*/}" ]] || return 1
+  { is_count "$bytes" && is_count "$entries" && is_count "$size"; } || return 1
+  J_DATA_BYTES=$((10#$bytes)) J_DATA_ENTRIES=$((10#$entries)) J_DATA_SIZE=$((10#$size))
 }
 
 _hpc_data_elapsed_ms() {
@@ -262,6 +283,9 @@ hpc_staging_build() {
   fi
   human_bytes_to size "$J_DATA_SIZE"
   if _hpc_data_state_matches; then
+    # Its last submission is now: a prune must not take it before sbatch records the job.
+    touch -c -- "$J_DATA_ARCHIVE" 2>/dev/null || true
+    _hpc_data_prune "$dir"
     exec {fd}>&-
     say "data: archive $J_DATA_ARCHIVE is up to date ($J_DATA_ENTRIES entries, $size): reused (decided in $(_hpc_data_elapsed_ms) ms)"
     return 0
@@ -270,8 +294,9 @@ hpc_staging_build() {
   local started=$SECONDS
   rm -f -- "$state"
   _hpc_data_write_archive "$dir"
-  local old
-  for old in "$dir/$J_DATA_KEY".tar "$dir/$J_DATA_KEY".tar.*; do
+  local old base=${J_DATA_ARCHIVE%.tar*}
+  # The same content with another compressor: the new archive replaces it.
+  for old in "$base".tar "$base".tar.*; do
     [[ $old == "$J_DATA_ARCHIVE" || ! -e $old ]] || rm -f -- "$old"
   done
   if ! printf '%s %s %s %s %s\n' "$J_DATA_SHA" "${J_DATA_ARCHIVE##*/}" "$J_DATA_BYTES" "$J_DATA_ENTRIES" \
@@ -280,10 +305,88 @@ hpc_staging_build() {
     rm -f -- "$state.tmp.$$"
     die "cannot write $state"
   fi
+  _hpc_data_prune "$dir"
   exec {fd}>&-
   local packed
   human_bytes_to packed "$(stat -c %s -- "$J_DATA_ARCHIVE")"
   say "data: archive built in $((SECONDS - started)) s ($packed)"
+}
+
+# hpc_staging_record_job JOB_ID: the archive is referred to by this job (one short append
+# to KEY-SHA.jobs, after sbatch accepted it).
+hpc_staging_record_job() {
+  [[ -n ${J_DATA_JOBS:-} ]] || return 0
+  printf '%s\n' "$1" >>"$J_DATA_JOBS" ||
+    warn "job $1 submitted, but $J_DATA_JOBS could not be updated: its archive may be pruned while the job waits"
+}
+
+# _hpc_data_queued JOBS_FILE: true when a job listed in JOBS_FILE is still queued or
+# running, or when that cannot be known (squeue failed). Lines that are not job ids are
+# ignored (the file may have been edited).
+_hpc_data_queued() {
+  local ids=() id out rc=0
+  while IFS= read -r id; do
+    [[ $id =~ ^[1-9][0-9]{0,9}$ ]] && ids+=("$id")
+  done <"$1"
+  ((${#ids[@]})) || return 1
+  local IFS=,
+  out=$(squeue -h -o %i -j "${ids[*]}" 2>&1) || rc=$?
+  if ((rc != 0)); then
+    # Every listed job is gone: squeue says so for a list of unknown ids.
+    [[ $out == *"Invalid job id"* ]] && return 1
+    return 0
+  fi
+  [[ -n $out ]]
+}
+
+# _hpc_data_user_idle: "yes" when squeue answers that this user has no job in the queue.
+_hpc_data_user_idle() {
+  local out
+  out=$(squeue -h -o %i -u "$(id -un)" 2>/dev/null) || { echo no; return 0; }
+  [[ -n $out ]] && echo no || echo yes
+}
+
+# _hpc_data_prune DIR: remove the archives of DIR that no queued job refers to (see the
+# header), except the one this submission uses. An archive of another set of paths is
+# pruned only when its KEY.lock is free (no submission is building or using it now).
+_hpc_data_prune() {
+  local dir=$1 state base name key archive jobs lock fd2 pruned=0 held idle=""
+  command -v squeue >/dev/null || return 0
+  for state in "$dir"/*.state; do
+    [[ -f $state ]] || continue
+    name=${state##*/}
+    name=${name%.state}
+    [[ $name =~ ^([0-9a-f]{16})(-[0-9a-f]{16})?$ ]] || continue
+    key=${BASH_REMATCH[1]} base=$dir/$name
+    [[ $base != "${J_DATA_ARCHIVE%.tar*}" ]] || continue
+    archive=""
+    for archive in "$base".tar "$base".tar.*; do
+      [[ -e $archive ]] && break
+    done
+    [[ -e $archive ]] || archive=$state
+    # Submitted (or built) within the last HPC_STAGING_KEEP_MIN minutes: kept.
+    [[ -z $(find "$archive" -maxdepth 0 -mmin "-$HPC_STAGING_KEEP_MIN" 2>/dev/null) ]] || continue
+    jobs=$base.jobs
+    if [[ -f $jobs ]]; then
+      ! _hpc_data_queued "$jobs" || continue
+    else
+      # No job list (an archive of an older version, or a submission that stopped before
+      # sbatch): pruned only while this user has no job queued or running at all.
+      [[ -n $idle ]] || idle=$(_hpc_data_user_idle)
+      [[ $idle == yes ]] || continue
+    fi
+    held=""
+    if [[ $key != "$J_DATA_KEY" ]]; then
+      lock=$dir/$key.lock
+      exec {fd2}>>"$lock" || continue
+      flock -n "$fd2" || { exec {fd2}>&-; continue; }
+      held=1
+    fi
+    rm -f -- "$base".tar "$base".tar.* "$state" "$jobs"
+    [[ -z $held ]] || exec {fd2}>&-
+    pruned=$((pruned + 1))
+  done
+  ((pruned == 0)) || say "data: pruned $pruned archive(s) of $dir that no queued or running job uses"
 }
 
 # _hpc_data_tar_progress_to ARRAY: tar options that show a percentage on the terminal

@@ -45,6 +45,7 @@ hpc_submit() {
     die "sbatch did not accept the job (exit $rc${out:+, said: $out}); nothing was submitted. $why"
   fi
   J_JOB_ID=${out%%;*}
+  hpc_staging_record_job "$J_JOB_ID"
   # The ledger `hpc status` reads: one line per submission (a single short append).
   printf '%(%Y-%m-%dT%H:%M:%S%z)T\t%s\t%s\t%s\t%s\n' -1 "$J_JOB_ID" "$J_EXP_NAME" \
     "${#J_COMMANDS[@]}" "$J_SCRIPT_PATH" >>"$J_SCRATCH_DIR/hpc_outputs/jobs/submissions.tsv" ||

@@ -217,6 +217,20 @@ _sweep_resume_commands() {
     die "no offline sweep '$OPT_RESUME_SWEEP' under $J_SCRATCH_DIR/sweeps (the id job_submitter.sh printed when you submitted it)"
   _sweep_stage_py resume "$J_SWEEP_DIR"
   IFS=$'\t' read -r method count exp id todo <<<"$SWEEP_OUT"
+  # sweep.json is a file on scratch that anyone with access may have edited: what it says
+  # gets the command line's checks before it names folders or array ranges.
+  local json=$J_SWEEP_DIR/sweep.json
+  [[ $id == "$OPT_RESUME_SWEEP" ]] ||
+    die "$json names sweep '${id:0:100}', not '$OPT_RESUME_SWEEP': the file was edited or moved; fix its sweep_id"
+  [[ $method =~ ^(grid|random|bayes)$ ]] ||
+    die "$json: method '${method:0:100}' is not grid, random or bayes: fix the file"
+  { is_count "$count" && ((10#$count >= 1 && 10#$count <= 1000000)); } ||
+    die "$json: num_points '${count:0:100}' is not a number of points from 1 to 1000000: fix the file"
+  count=$((10#$count))
+  [[ $todo =~ ^[0-9]+(-[0-9]+)?( [0-9]+(-[0-9]+)?)*$ || -z $todo ]] ||
+    die "$json or its ledger.jsonl gives points to rerun that are not index ranges ('${todo:0:100}'): fix the files"
+  [[ -z $exp ]] || is_exp_name "$exp" ||
+    die "$json: exp_name '${exp:0:100}' must be 1-100 letters, digits, '.', '_', '+' or '-', not starting with '.', '+' or '-' (it names folders): fix the file, or give --exp-name"
   J_SWEEP_ID=$id J_SWEEP_METHOD=$method J_SWEEP_POINTS=$count
   if [[ -z $todo ]]; then
     printf 'Nothing to resubmit: every point of sweep %s has finished or is running (hpc sweep status %s)\n' "$id" "$id"

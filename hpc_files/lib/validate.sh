@@ -46,7 +46,7 @@ hpc_validate_names() {
   for flag in "${OPT_SBATCH_OPTIONS[@]}"; do
     _validate_sbatch_option "$flag"
   done
-  [[ -z $OPT_EXP_NAME ]] || { is_safe_name "$OPT_EXP_NAME" && ((${#OPT_EXP_NAME} <= 100)); } ||
+  [[ -z $OPT_EXP_NAME ]] || is_exp_name "$OPT_EXP_NAME" ||
     die "--exp-name '$OPT_EXP_NAME' must be 1-100 letters, digits, '.', '_', '+' or '-', not starting with '.', '+' or '-' (it names folders)"
 }
 

@@ -242,3 +242,14 @@ begins_in() {
   [[ ${lines_now[0]} == *"|PENDING|BeginTime|"* ]]
   begins_in "${lines_now[0]}" 43200
 }
+
+@test "per-node folder names: this node's hpc_job_<id>_<node> goes; one named for another node sharing the disk stays" {
+  leftover node1 hpc_job_3999999911_node1 4
+  leftover node1 hpc_job_3999999912_node2 4
+  leftover node1 hpc_job_3999999913_node1.bak 4
+  cleanup_now
+  grep -qF "  removed $LAB/node1/hpc_job_3999999911_node1 (" "$LOG"
+  [ ! -e "$LAB/node1/hpc_job_3999999911_node1" ]
+  [ -d "$LAB/node1/hpc_job_3999999912_node2" ]
+  [ -d "$LAB/node1/hpc_job_3999999913_node1.bak" ]
+}

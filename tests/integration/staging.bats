@@ -93,7 +93,7 @@ staged_everywhere() {
   [ "$(sacct -n -P -j "$JOB_ID" -o JobName | grep -c '^hpc-stage$')" -eq 1 ]
 }
 
-@test "local-lab: every node gets its own hpc_job_<id> folder (700, the user's) with the data; all are gone after the job" {
+@test "local-lab: every node gets its own hpc_job_<id>_<node> folder (700, the user's) with the data; all are gone after the job" {
   commands 'bash report.sh'
   two_node_job local-lab lab
   wait_job "$JOB_ID" 120
@@ -103,9 +103,9 @@ staged_everywhere() {
   local r node
   for r in 0 1; do
     node=$(field lab "$r" node)
-    [ "$(field lab "$r" tmp)" = "$LAB/$node/hpc_job_$JOB_ID" ]
+    [ "$(field lab "$r" tmp)" = "$LAB/$node/hpc_job_${JOB_ID}_$node" ]
     [ "$(field lab "$r" stat)" = "700 $(id -u)" ]
-    [ ! -e "$LAB/$node/hpc_job_$JOB_ID" ]
+    [ ! -e "$LAB/$node/hpc_job_${JOB_ID}_$node" ]
   done
   grep -q "removed the job's folder on 2 node(s)" "$(job_log "$JOB_ID" lab)"
 }
@@ -129,7 +129,7 @@ staged_everywhere() {
   commands 'bash report.sh; if [ "$SLURM_PROCID" = 0 ]; then echo r >"$HPC_RESULTS_DIR/r.txt"; fi; trap "" TERM; sleep 300'
   two_node_job local-lab canc
   wait_for "$DATA/canc/checkpoints/rank_1.txt"
-  wait_for "$LAB/*/hpc_job_$JOB_ID/results/r.txt"
+  wait_for "$LAB/*/hpc_job_${JOB_ID}_*/results/r.txt"
   local r dirs=()
   for r in 0 1; do
     dirs+=("$(field canc "$r" tmp)")
@@ -163,7 +163,7 @@ staged_everywhere() {
   scancel "$JOB_ID"
   wait_job "$JOB_ID" 120
   grep -q 'every 3 s' "$(job_log "$JOB_ID" sync)"
-  [ -z "$(find "$LAB" -maxdepth 2 -name "hpc_job_$JOB_ID")" ]
+  [ -z "$(find "$LAB" -maxdepth 2 -name "hpc_job_${JOB_ID}_*")" ]
 }
 
 @test "too little local disk: the job fails before the program starts, says so, and cleans every node" {
@@ -180,7 +180,7 @@ staged_everywhere() {
   ! grep -qx 'the program started' "$log" || false
   local n
   for n in node1 node2 node3 node4; do
-    [ ! -e "$LAB/$n/hpc_job_$JOB_ID" ]
+    [ ! -e "$LAB/$n/hpc_job_${JOB_ID}_$n" ]
   done
 }
 
@@ -240,7 +240,7 @@ staged_everywhere() {
   t0=$(cat "$DATA/arr/results/task_0/tmp.txt")
   t1=$(cat "$DATA/arr/results/task_1/tmp.txt")
   [ "$t0" != "$t1" ]
-  [[ ${t0##*/} =~ ^hpc_job_[0-9]+$ && ${t1##*/} =~ ^hpc_job_[0-9]+$ ]]
+  [[ ${t0##*/} =~ ^hpc_job_[0-9]+_node[0-9]$ && ${t1##*/} =~ ^hpc_job_[0-9]+_node[0-9]$ ]]
   [ ! -e "$t0" ] && [ ! -e "$t1" ]
 }
 
@@ -271,7 +271,7 @@ staged_everywhere() {
   log=$(job_log "$JOB_ID" blk)
   cat "$log"
   [ "$(job_state "$JOB_ID")" = FAILED ]
-  grep -q "cannot create the local scratch folder $BATS_TEST_TMPDIR/blocked/node" "$log"
+  grep -q "the local scratch folder $BATS_TEST_TMPDIR/blocked/node[0-9] does not exist (or is not a folder) on this node (HPC_LOCAL_SCRATCH=" "$log"
   grep -q "could not make the job's local scratch folder on every node" "$log"
   ! grep -qx 'the program started' "$log" || false
 }
@@ -282,7 +282,7 @@ staged_everywhere() {
   commands 'bash report.sh; if [ "$SLURM_PROCID" = 0 ]; then echo w >"$HPC_RESULTS_DIR/w.txt"; fi; sleep 300'
   two_node_job local-lab wall --signal-grace 20 --no-requeue
   wait_for "$DATA/wall/checkpoints/rank_1.txt"
-  wait_for "$LAB/*/hpc_job_$JOB_ID/results/w.txt"
+  wait_for "$LAB/*/hpc_job_${JOB_ID}_*/results/w.txt"
   local dirs=("$(field wall 0 tmp)" "$(field wall 1 tmp)")
   scancel --batch --signal=USR1 "$JOB_ID"
   wait_job "$JOB_ID" 120

@@ -149,3 +149,43 @@ def test_a_huge_grid_axis_is_refused_without_building_it(
     assert main(["check", str(tmp_path / "m.yml")]) == 1
     err = capsys.readouterr().err
     assert "m.yml: parameters.x: 100,000,000,000,001 values on one grid axis" in err
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("exp_name", "../../..", "exp_name '../../..' must be 1-100 letters"),
+        ("exp_name", "a/b", "exp_name 'a/b' must be"),
+        ("exp_name", "$(touch x)", "exp_name '$(touch x)' must be"),
+        ("exp_name", "-rf", "exp_name '-rf' must be"),
+        ("exp_name", "x" * 101, "must be 1-100"),
+        ("exp_name", 7, "exp_name '7' must be"),
+        ("num_points", 10**30, "num_points '1000000000000000000000000000000' is not a number"),
+        ("num_points", -1, "num_points '-1' is not a number"),
+        ("num_points", True, "num_points 'True' is not a number"),
+        ("num_points", "8", "num_points '8' is not a number"),
+        ("sweep_id", "../x", "sweep_id '../x' is not a sweep id"),
+    ],
+)
+def test_a_tampered_sweep_json_is_refused(
+    tmp_path: Path, key: str, value: object, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """sweep.json lives on scratch and may be edited: its fields get the command line's checks."""
+    folder = make(tmp_path, 4)
+    info = json.loads((folder / "sweep.json").read_text())
+    info[key] = value
+    (folder / "sweep.json").write_text(json.dumps(info))
+    assert main(["resume", str(folder)]) == 1
+    assert message in capsys.readouterr().err
+
+
+def test_hostile_job_labels_in_the_ledger_never_reach_squeue(
+    tmp_path: Path, stub: Stub, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = make(tmp_path, 2)
+    log(folder, 0, "r0", "10_0 --help", None)
+    log(folder, 1, "r1", "$(touch x)", None)
+    stub("squeue", stdout="")
+    assert main(["resume", str(folder)]) == 0
+    assert not (tmp_path / "bin" / "squeue.args").exists()
+    assert capsys.readouterr().out == "grid\t2\texp\tabcd1234\t\n"

@@ -26,14 +26,20 @@ staged() {
   fi
 }
 
-# archive: the one archive under .hpc_staging (fails when there is not exactly one).
+# archive: the archive the last submitted job extracts (fails when it is not there).
 archive() {
-  local files=("$DATA"/.hpc_staging/*.tar*)
-  if [ "${#files[@]}" -ne 1 ] || [ ! -f "${files[0]}" ]; then
-    echo "archives: ${files[*]}" >&2
+  local a
+  a=$(sed -n "s/^export HPC_DATA_ARCHIVE='\(.*\)'$/\1/p" "$SBATCH_STUB_LOG.script.$(sbatch_calls)")
+  if [ ! -f "$a" ]; then
+    echo "archive '$a' of job $(sbatch_calls) missing; there: $(ls -A "$DATA/.hpc_staging")" >&2
     return 1
   fi
-  printf '%s\n' "${files[0]}"
+  printf '%s\n' "$a"
+}
+
+# archives: how many archives .hpc_staging holds.
+archives() {
+  find "$DATA/.hpc_staging" -maxdepth 1 -name '*.tar*' | wc -l
 }
 
 # listing DIR: what a staged tree holds (type, size, mode, path; contents), NUL-safe.
@@ -111,8 +117,8 @@ refused() {
   [ "$(extracted_listing)" = "$(listing "$DATA")" ]
   staged --data datasets
   [[ $stderr == *reused* ]]
-  # One archive for this set of paths, whatever its history.
-  archive >/dev/null
+  # Every content has its own archive: none was replaced under a job that may wait.
+  [ "$(archives)" -eq 5 ]
 }
 
 @test "the same paths in another order or spelling share one archive; another set has its own" {
@@ -303,4 +309,131 @@ refused() {
   for opt in --data --results-dir --sync-every; do
     [[ $output == *"$opt"* ]] || { echo "missing $opt"; return 1; }
   done
+}
+
+@test "a tampered KEY.state is never evaluated: hostile sizes and counts rebuild the archive" {
+  load ../helpers/hostile_state
+  PWNED=$BATS_TEST_TMPDIR/pwned
+  hostile_state_values
+  staged --data datasets
+  local state=("$DATA"/.hpc_staging/*.state) sha name bytes entries size field value
+  read -r sha name bytes entries size <"${state[0]}"
+  for field in 3 4 5; do
+    for value in "${HOSTILE_STATE[@]}"; do
+      local f=("$sha" "$name" "$bytes" "$entries" "$size")
+      f[field - 1]=$value
+      printf '%s %s %s %s %s\n' "${f[@]}" >"${state[0]}"
+      staged --data datasets
+      [ ! -e "$PWNED" ]
+      # Not trusted: the archive is built again, and the job gets counted numbers.
+      [[ $stderr == *"data: building"* ]] || { echo "field $field '$value' was trusted: $stderr"; return 1; }
+      grep -qx "export HPC_DATA_BYTES='$bytes'" "$SBATCH_STUB_LOG.script.$(sbatch_calls)"
+      grep -qx "export HPC_DATA_ENTRIES='$entries'" "$SBATCH_STUB_LOG.script.$(sbatch_calls)"
+    done
+  done
+  # The untampered state rebuilt by the last submission is trusted again.
+  staged --data datasets
+  [[ $stderr == *reused* ]]
+}
+
+# squeue_stub: a squeue first on PATH that lists the ids of $BATS_TEST_TMPDIR/queued found
+# in its -j argument, says "Invalid job id" when none is, and fails when the file
+# $BATS_TEST_TMPDIR/squeue_down exists. Calls are recorded in $BATS_TEST_TMPDIR/squeue.log.
+squeue_stub() {
+  mkdir -p "$BATS_TEST_TMPDIR/qbin"
+  : >"$BATS_TEST_TMPDIR/queued"
+  cat >"$BATS_TEST_TMPDIR/qbin/squeue" <<EOF2
+#!/usr/bin/env bash
+printf '%s\n' "\$*" >>"$BATS_TEST_TMPDIR/squeue.log"
+[ ! -e "$BATS_TEST_TMPDIR/squeue_down" ] || { echo 'squeue: error: Unable to contact slurm controller' >&2; exit 1; }
+while [ \$# -gt 0 ]; do [ "\$1" = -j ] && ids=\$2; shift; done
+found=0
+for id in \${ids//,/ }; do
+  if grep -qx "\$id" "$BATS_TEST_TMPDIR/queued"; then echo "\$id"; found=1; fi
+done
+if [ -z "\${ids:-}" ]; then cat "$BATS_TEST_TMPDIR/queued"; exit 0; fi # -u USER: all of them
+[ \$found = 1 ] || { echo 'slurm_load_jobs error: Invalid job id specified' >&2; exit 1; }
+EOF2
+  chmod +x "$BATS_TEST_TMPDIR/qbin/squeue"
+  export PATH=$BATS_TEST_TMPDIR/qbin:$PATH
+}
+
+@test "data changed while the first job waits: each job keeps the archive of the data it was submitted with" {
+  squeue_stub
+  export HPC_STAGING_KEEP_MIN=0
+  staged --data datasets
+  local first first_listing
+  first=$(archive)
+  first_listing=$(listing "$DATA")
+  echo 4242 >>"$BATS_TEST_TMPDIR/queued" # the first job waits in the queue
+  printf 'new' >"$DATA/datasets/imgs/a/3.bin"
+  staged --data datasets
+  [[ $stderr == *"data: building"* ]]
+  [ "$(archive)" != "$first" ]
+  # The first job's archive is still there, with the data the first job was submitted with.
+  [ -f "$first" ]
+  grep -qx "export HPC_DATA_ARCHIVE='$first'" "$SBATCH_STUB_LOG.script.1"
+  local dir=$BATS_TEST_TMPDIR/first
+  mkdir -p "$dir"
+  tar -xf "$first" -C "$dir"
+  [ "$(listing "$dir")" = "$first_listing" ]
+  [ "$(listing "$dir")" != "$(listing "$DATA")" ]
+  # Each archive lists the jobs that refer to it; its name holds its manifest's hash.
+  [ "$(cat "${first%.tar*}.jobs")" = 4242 ]
+  [ "$(cat "$(archive | sed 's/\.tar.*//').jobs")" = 4243 ]
+  local sha
+  sha=$(sed -n "s/^export HPC_DATA_SHA='\\(.*\\)'$/\\1/p" "$SBATCH_STUB_LOG.script.1")
+  [[ $sha =~ ^[0-9a-f]{64}$ ]]
+  [[ ${first##*/} == *"-${sha:0:16}.tar.zst" ]]
+  grep -qx "export HPC_DATA_ENTRIES='6'" "$SBATCH_STUB_LOG.script.1"
+}
+
+@test "archives no queued or running job refers to are pruned; queued ones, recent ones, and all when squeue fails are kept" {
+  load ../helpers/hostile_state
+  squeue_stub
+  export HPC_STAGING_KEEP_MIN=0
+  staged --data datasets # job 4242, archive A
+  local a b c legacy
+  a=$(archive)
+  echo 4242 >"$BATS_TEST_TMPDIR/queued"
+  printf '1' >"$DATA/datasets/imgs/a/4.bin"
+  staged --data datasets # job 4243, archive B
+  [ -f "$a" ] # its job is queued
+  b=$(archive)
+  # A legacy archive (no .jobs file, from before archives were named by content), long
+  # unused: it goes when the user has no job queued at all (then, only B's 4243 is).
+  legacy=$DATA/.hpc_staging/0123456789abcdef.tar.zst
+  cp "$a" "$legacy"
+  echo "x 0123456789abcdef.tar.zst 1 1 1" >"$DATA/.hpc_staging/0123456789abcdef.state"
+  touch -d '2001-01-01' "$legacy"
+  # B's job list was edited: hostile lines are ignored, never run.
+  PWNED=$BATS_TEST_TMPDIR/pwned
+  hostile_state_values
+  printf '%s\n' "${HOSTILE_STATE[@]}" >>"${b%.tar*}.jobs"
+  echo 4243 >"$BATS_TEST_TMPDIR/queued" # B's job is still queued; A's (4242) has ended
+  # squeue cannot be asked: nothing is pruned.
+  touch "$BATS_TEST_TMPDIR/squeue_down"
+  printf '2' >"$DATA/datasets/imgs/a/5.bin"
+  staged --data datasets # job 4244, archive C
+  c=$(archive)
+  [ -f "$a" ] && [ -f "$b" ] && [ -f "$legacy" ]
+  rm "$BATS_TEST_TMPDIR/squeue_down"
+  # A submission of unchanged data (reuse) prunes too.
+  staged --data datasets
+  [[ $stderr == *reused* ]]
+  [[ $stderr == *"data: pruned 1 archive(s)"* ]]
+  [ ! -e "$a" ] && [ ! -e "${a%.tar*}.state" ] && [ ! -e "${a%.tar*}.jobs" ]
+  [ -f "$b" ] && [ -f "$c" ]
+  [ -f "$legacy" ] # the user still has a job queued: it might be that archive's
+  [ ! -e "$PWNED" ]
+  # squeue was asked only for job ids, or for the user's jobs.
+  ! grep -v -e '^-h -o %i -j [0-9,]*$' -e "^-h -o %i -u $(id -un)\$" "$BATS_TEST_TMPDIR/squeue.log" || false
+  # Within HPC_STAGING_KEEP_MIN of its last submission an archive stays, its jobs ended or not.
+  : >"$BATS_TEST_TMPDIR/queued"
+  touch "$b"
+  HPC_STAGING_KEEP_MIN=30 staged --data datasets
+  [ -f "$b" ]
+  [ ! -e "$legacy" ] && [ ! -e "$DATA/.hpc_staging/0123456789abcdef.state" ]
+  staged --data datasets
+  [ ! -e "$b" ] && [ -f "$c" ]
 }

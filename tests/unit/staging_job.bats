@@ -3,6 +3,7 @@
 # copied back (at the end, periodically, failures reported and failing the job), the
 # free-space check of the extraction. Multi-node behaviour: tests/integration/staging.bats.
 # shellcheck disable=SC2016 # the job code in single quotes is expanded by the job shell
+# shellcheck disable=SC2030,SC2031 # each @test runs in a subshell of its own: its exports are its own
 
 load ../helpers/common
 
@@ -12,7 +13,8 @@ setup() {
   export SLURM_JOB_NUM_NODES=1 SLURM_JOB_USER=alice
   export HPC_PROVIDES_TMPDIR=no HPC_LOCAL_SCRATCH=$BATS_TEST_TMPDIR/local/%n/%u
   export HPC_LAUNCHER=none
-  OWN=$BATS_TEST_TMPDIR/local/nodeA/alice/hpc_job_4242
+  OWN=$BATS_TEST_TMPDIR/local/nodeA/alice/hpc_job_4242_nodeA
+  mkdir -p "${OWN%/*}" # the profile's HPC_LOCAL_SCRATCH exists on the node
   DEST=$scratch_dir/e/results
 }
 
@@ -95,7 +97,7 @@ job() {
   [ "$status" -eq 0 ]
   [[ $output == *"tmp=$BATS_TEST_TMPDIR/slurm_tmp"* ]]
   [ -d "$BATS_TEST_TMPDIR/slurm_tmp/results" ]
-  [ ! -e "$BATS_TEST_TMPDIR/local" ]
+  [ -z "$(ls -A "${OWN%/*}")" ]
   # Provided in the profile but missing in the job: the job makes its own, and says so.
   HPC_PROVIDES_TMPDIR=yes job 'echo "tmp=$SLURM_TMPDIR"'
   [[ $output == *"WARNING: the cluster profile says Slurm sets SLURM_TMPDIR"* ]]
@@ -110,9 +112,9 @@ job() {
   [ "$status" -eq 0 ]
   grep -qx 1 <<<"$output"
   [[ $output == *"data: a.tar.zst (8.0 KiB) extracted into \$SLURM_TMPDIR on 1 node(s)"* ]]
-  HPC_DATA_ARCHIVE=$BATS_TEST_TMPDIR/a.tar.zst HPC_DATA_BYTES=$((1 << 60)) job 'echo started'
+  HPC_DATA_ARCHIVE=$BATS_TEST_TMPDIR/a.tar.zst HPC_DATA_BYTES=$((1 << 59)) job 'echo started'
   [ "$status" -ne 0 ]
-  [[ $stderr == *"not enough local disk for the --data: it needs 1024.0 PiB, $OWN has"*"free"* ]]
+  [[ $stderr == *"not enough local disk for the --data: it needs 512.0 PiB, $OWN has"*"free"* ]]
   [[ $output != *started* ]]
   [ ! -e "$OWN" ]
   HPC_DATA_ARCHIVE=$BATS_TEST_TMPDIR/gone.tar.zst job 'echo started'
@@ -126,4 +128,116 @@ job() {
   [ "$status" -eq 1 ]
   [[ $output == *"refusing to remove"* ]]
   [ -d "$BATS_TEST_TMPDIR/keep" ]
+}
+
+@test "hostile HPC_DATA_BYTES or HPC_DATA_ENTRIES (from a tampered .hpc_staging) never run: the job stops" {
+  load ../helpers/hostile_state
+  PWNED=$BATS_TEST_TMPDIR/pwned
+  hostile_state_values
+  mkdir -p "$BATS_TEST_TMPDIR/src/ds"
+  echo 1 >"$BATS_TEST_TMPDIR/src/ds/f"
+  tar -cf - -C "$BATS_TEST_TMPDIR/src" ./ds | zstd -q -c >"$BATS_TEST_TMPDIR/a.tar.zst"
+  local value
+  for value in "${HOSTILE_STATE[@]}"; do
+    [[ -n $value ]] || continue # empty means "not given": 0
+    HPC_DATA_ARCHIVE=$BATS_TEST_TMPDIR/a.tar.zst HPC_DATA_BYTES=$value job 'echo started'
+    [ "$status" -ne 0 ] && [[ $output != *started* ]] || { echo "bytes '$value': $status $output"; return 1; }
+    [[ $stderr == *"is not a number"* ]]
+    [ ! -e "$PWNED" ]
+    HPC_DATA_ARCHIVE=$BATS_TEST_TMPDIR/a.tar.zst HPC_DATA_ENTRIES=$value job 'echo started'
+    [ "$status" -ne 0 ] && [[ $output != *started* ]]
+    [ ! -e "$PWNED" ]
+    # The per-node extraction checks its argument too (it runs as its own srun task).
+    run bash "$REPO_ROOT/virtual_env_hpc_files/node_tmpdir.sh" extract "$BATS_TEST_TMPDIR/a.tar.zst" "$value"
+    [ "$status" -ne 0 ]
+    [ ! -e "$PWNED" ]
+  done
+}
+
+@test "human_bytes_to never evaluates what it is given" {
+  load ../helpers/hostile_state
+  PWNED=$BATS_TEST_TMPDIR/pwned
+  hostile_state_values
+  local value
+  for value in "${HOSTILE_STATE[@]}"; do
+    run bash -c 'source "$1/hpc_files/lib/hpc_lib.sh"; human_bytes_to h "$2"; echo "$h"' _ "$REPO_ROOT" "$value"
+    [ "$status" -eq 0 ]
+    [ "$output" = "? B" ]
+    [ ! -e "$PWNED" ]
+  done
+  run bash -c 'source "$1/hpc_files/lib/hpc_lib.sh"; human_bytes_to h 1536; echo "$h"' _ "$REPO_ROOT"
+  [ "$output" = "1.5 KiB" ]
+}
+
+@test "another user's leftover hpc_job folder is never removed: the job stops and says whose it is" {
+  mkdir -m 755 "$OWN"
+  echo theirs >"$OWN/their_file"
+  chown -R nobody "$OWN"
+  job 'echo reached'
+  [ "$status" -ne 0 ]
+  [[ $output != *reached* ]]
+  [[ $stderr == *"cannot create $OWN (it exists and belongs to nobody; it is not this job's folder and is left alone): the job stops"* ]]
+  [[ $output != *"removed the job's folder"* ]]
+  [ "$(cat "$OWN/their_file")" = theirs ]
+  [ "$(stat -c %U "$OWN")" = nobody ]
+}
+
+@test "a planted symbolic link at the job's folder is left as it is, and so is its target" {
+  mkdir -p "$BATS_TEST_TMPDIR/elsewhere"
+  echo keep >"$BATS_TEST_TMPDIR/elsewhere/f"
+  ln -s "$BATS_TEST_TMPDIR/elsewhere" "$OWN"
+  job 'echo reached'
+  [ "$status" -ne 0 ]
+  [[ $stderr == *"cannot create $OWN (it is a symbolic link"* ]]
+  [[ $output != *"removed the job's folder"* ]]
+  [ -L "$OWN" ]
+  [ "$(cat "$BATS_TEST_TMPDIR/elsewhere/f")" = keep ]
+  # A plain file there is not the job's either.
+  rm "$OWN"
+  echo file >"$OWN"
+  job 'echo reached'
+  [ "$status" -ne 0 ]
+  [ "$(cat "$OWN")" = file ]
+}
+
+@test "a local scratch folder (HPC_LOCAL_SCRATCH) that does not exist on the node is refused, not made" {
+  export HPC_LOCAL_SCRATCH=$BATS_TEST_TMPDIR/local_scratch/%u
+  job 'echo reached'
+  [ "$status" -ne 0 ]
+  [[ $output != *reached* ]]
+  [[ $stderr == *"the local scratch folder $BATS_TEST_TMPDIR/local_scratch/alice does not exist (or is not a folder) on this node (HPC_LOCAL_SCRATCH='$BATS_TEST_TMPDIR/local_scratch/%u' in the cluster profile)"* ]]
+  [ ! -e "$BATS_TEST_TMPDIR/local_scratch" ]
+}
+
+@test "the job's own folder is named per node: nodes that share one scratch path never share a folder" {
+  export HPC_LOCAL_SCRATCH=$BATS_TEST_TMPDIR/shared
+  mkdir -p "$HPC_LOCAL_SCRATCH"
+  job 'echo "tmp=$SLURM_TMPDIR"'
+  [ "$status" -eq 0 ]
+  [[ $output == *"tmp=$BATS_TEST_TMPDIR/shared/hpc_job_4242_nodeA"* ]]
+  SLURMD_NODENAME=nodeB job 'echo "tmp=$SLURM_TMPDIR"'
+  [[ $output == *"tmp=$BATS_TEST_TMPDIR/shared/hpc_job_4242_nodeB"* ]]
+  # A node name that cannot name a folder is refused.
+  SLURMD_NODENAME='../x' job 'echo reached'
+  [ "$status" -ne 0 ]
+  [[ $output != *reached* ]]
+  [ -z "$(ls -A "$HPC_LOCAL_SCRATCH")" ]
+}
+
+@test "HPC_PROVIDES_TMPDIR=auto (the default): Slurm's SLURM_TMPDIR when the job has one, else the job's own" {
+  unset HPC_PROVIDES_TMPDIR
+  mkdir -p "$BATS_TEST_TMPDIR/slurm_tmp"
+  SLURM_TMPDIR=$BATS_TEST_TMPDIR/slurm_tmp job 'echo "tmp=$SLURM_TMPDIR"'
+  [ "$status" -eq 0 ]
+  [[ $output == *"tmp=$BATS_TEST_TMPDIR/slurm_tmp"* ]]
+  [[ $output != *WARNING* ]]
+  [ -z "$(ls -A "${OWN%/*}")" ]
+  HPC_PROVIDES_TMPDIR=auto job 'echo "tmp=$SLURM_TMPDIR"'
+  [ "$status" -eq 0 ]
+  [[ $output == *"tmp=$OWN"* ]]
+  [[ $output != *WARNING* ]]
+  [ ! -e "$OWN" ]
+  # no: the job's own even where Slurm has one.
+  HPC_PROVIDES_TMPDIR=no SLURM_TMPDIR=$BATS_TEST_TMPDIR/slurm_tmp job 'echo "tmp=$SLURM_TMPDIR"'
+  [[ $output == *"tmp=$OWN"* ]]
 }

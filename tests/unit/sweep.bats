@@ -300,3 +300,46 @@ $agent --delay 9" ]
 $dir" ]
   [ ! -e "$PROJECT/pwned" ] && [ ! -e pwned ]
 }
+
+@test "--resume-sweep: a tampered sweep.json (exp_name ../../.., bad counts, ids) is refused, nothing written" {
+  load ../helpers/hostile_state
+  a_submitted_sweep
+  local json=$SWEEP_DIR/sweep.json key value before
+  cp "$json" "$BATS_TEST_TMPDIR/sweep.json.orig"
+  PWNED=$BATS_TEST_TMPDIR/pwned
+  hostile_state_values
+  # edit KEY VALUE: sweep.json with one field replaced (VALUE is JSON).
+  edit() {
+    python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); d[sys.argv[2]] = json.loads(sys.argv[3]); json.dump(d, open(sys.argv[1], "w"))' \
+      "$json" "$1" "$2"
+  }
+  # (names and the values that would run code; plain numbers are valid names)
+  for value in "${HOSTILE_NAMES[@]}" "${HOSTILE_STATE[@]:0:5}"; do
+    cp "$BATS_TEST_TMPDIR/sweep.json.orig" "$json"
+    edit exp_name "$(python3 -c 'import json, sys; print(json.dumps(sys.argv[1]))' "$value")"
+    before=$(find "$BATS_TEST_TMPDIR" ! -name 'separate-stderr-*' | sort)
+    run --separate-stderr submitter --resume-sweep "$SWEEP_ID"
+    [ "$status" -ne 0 ] || { echo "exp_name '$value' accepted"; return 1; }
+    [[ $stderr == *"exp_name"* ]]
+    [ "$(sbatch_calls)" -eq 1 ]
+    [ "$(find "$BATS_TEST_TMPDIR" ! -name 'separate-stderr-*' | sort)" = "$before" ] || { diff <(echo "$before") <(find "$BATS_TEST_TMPDIR" ! -name 'separate-stderr-*' | sort); return 1; }
+    [ ! -e "$PWNED" ]
+  done
+  for key in num_points sweep_id; do
+    for value in '"../../.."' '1e400' '-1' '99999999999999999999999' '"12; touch x"' 'true' '[1]'; do
+      cp "$BATS_TEST_TMPDIR/sweep.json.orig" "$json"
+      edit "$key" "$value"
+      run --separate-stderr submitter --resume-sweep "$SWEEP_ID"
+      [ "$status" -ne 0 ] || { echo "$key $value accepted"; return 1; }
+      [[ $stderr == *"$key"* ]]
+      [ "$(sbatch_calls)" -eq 1 ]
+    done
+  done
+  # A ledger with a hostile job label: it never reaches squeue; the point counts as
+  # running (nothing to ask Slurm about) and is left alone.
+  cp "$BATS_TEST_TMPDIR/sweep.json.orig" "$json"
+  printf '{"event":"start","point":0,"run_id":"r0","params":{},"job":"1,2 --help"}\n' >>"$SWEEP_DIR/ledger.jsonl"
+  run --separate-stderr submitter --resume-sweep "$SWEEP_ID"
+  [ "$status" -eq 0 ]
+  grep -qx '#SBATCH --array="1-5"' "$SBATCH_STUB_LOG.script.2"
+}

@@ -22,6 +22,10 @@ from hpc_toolkit.sweep.ledger import Ledger
 from hpc_toolkit.sweep.spec import SweepError, SweepSpec, check_config
 
 SWEEP_ID = re.compile(r"[a-z0-9]{4,32}")
+# The command line's --exp-name check (hpc_lib.sh is_exp_name): the name becomes a folder.
+EXP_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,99}")
+METHODS = ("grid", "random", "bayes")
+MAX_POINTS = 1_000_000
 INFO = "sweep.json"
 
 
@@ -45,6 +49,7 @@ class SweepFolder:
             raise SweepError(f"{path / INFO} cannot be read ({exc})") from None
         if not isinstance(info, dict) or "config" not in info or "sweep_id" not in info:
             raise SweepError(f"{path / INFO} is not a sweep description")
+        _check_info(info, path / INFO)
         return cls(path, info)
 
     @property
@@ -73,6 +78,32 @@ class SweepFolder:
 
     def spec(self) -> SweepSpec:
         return check_config(self.info["config"], str(self.path / INFO))
+
+
+def _check_info(info: dict[str, Any], where: Path) -> None:
+    """sweep.json may have been edited: each field the toolkit uses gets the checks its
+    command-line counterpart gets (ids, names that become folders, bounded counts)."""
+    sweep_id = info.get("sweep_id")
+    if not isinstance(sweep_id, str) or not SWEEP_ID.fullmatch(sweep_id):
+        raise SweepError(
+            f"{where}: sweep_id {str(sweep_id)[:100]!r} is not a sweep id: fix the file"
+        )
+    config = info.get("config")
+    method = config.get("method") if isinstance(config, dict) else None
+    if method not in METHODS:
+        raise SweepError(f"{where}: method {str(method)[:100]!r} is not grid, random or bayes")
+    points = info.get("num_points")
+    if isinstance(points, bool) or not isinstance(points, int) or not 1 <= points <= MAX_POINTS:
+        raise SweepError(
+            f"{where}: num_points {str(points)[:100]!r} is not a number of points from 1 to "
+            f"{MAX_POINTS}: fix the file"
+        )
+    exp_name = info.get("exp_name", "")
+    if not isinstance(exp_name, str) or (exp_name and not EXP_NAME.fullmatch(exp_name)):
+        raise SweepError(
+            f"{where}: exp_name {str(exp_name)[:100]!r} must be 1-100 letters, digits, '.', "
+            "'_', '+' or '-', not starting with '.', '+' or '-' (it names folders): fix the file"
+        )
 
 
 def locate(sweep: str, scratch_dir: Path | None) -> Path:

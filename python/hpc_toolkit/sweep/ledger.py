@@ -14,6 +14,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from typing import Any
 # Point states, as `hpc sweep status` prints them.
 PENDING, RUNNING, FINISHED, FAILED, KILLED = "pending", "running", "finished", "failed", "killed"
 ENDED = (FINISHED, FAILED, KILLED)
+JOB_LABEL = re.compile(r"[0-9]{1,18}(_[0-9]{1,18})?")
 
 
 @dataclass
@@ -99,7 +101,7 @@ def attempts(events: list[dict[str, Any]]) -> dict[int, list[Attempt]]:
                 run_id=run_id,
                 params=dict(e.get("params") or {}),
                 started=str(e.get("time", "")),
-                job=str(e.get("job", "")),
+                job=_job_label(e.get("job")),
                 node=str(e.get("node", "")),
             )
             by_run[run_id] = a
@@ -115,6 +117,13 @@ def attempts(events: list[dict[str, Any]]) -> dict[int, list[Attempt]]:
             a.run_dir = run_dir if isinstance(run_dir, str) else None
             a.ended = str(e.get("time", ""))
     return per_point
+
+
+def _job_label(value: Any) -> str:
+    """A Slurm job or array task id ("123", "123_4") from the ledger, else "": the ledger
+    may have been edited, and the label goes to squeue."""
+    text = str(value or "")
+    return text if JOB_LABEL.fullmatch(text) else ""
 
 
 def latest(events: list[dict[str, Any]]) -> dict[int, Attempt]:

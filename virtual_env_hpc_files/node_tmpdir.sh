@@ -101,7 +101,7 @@ hpc_node_remove_tmpdir() {
 # when the disk has BYTES free (the space the data takes once extracted).
 hpc_node_extract() {
   local dir=$1 archive=$2 bytes=${3:-0} avail need have
-  is_count "$bytes" || {
+  is_size "$bytes" || {
     _node_error "the size of the --data ('${bytes:0:100}') is not a number (was the job script or .hpc_staging edited?): submit again"
     return 1
   }
@@ -111,7 +111,7 @@ hpc_node_extract() {
     return 1
   }
   avail=$(df -Pk -- "$dir" | awk 'NR == 2 { print $4 }')
-  if is_count "$avail" && ((10#$avail * 1024 < bytes)); then
+  if is_size "$avail" && ((10#$avail * 1024 < bytes)); then
     human_bytes_to need "$bytes"
     human_bytes_to have "$((10#$avail * 1024))"
     _node_error "not enough local disk for the --data: it needs $need, $dir has $have free. Stage less data, or ask for nodes with a larger local disk"

@@ -215,7 +215,7 @@ hpc_stage_data() {
     hpc_fail "the --data archive $HPC_DATA_ARCHIVE is missing (was $scratch_dir/.hpc_staging cleaned up while the job waited?): submit again"
   local nodes=${SLURM_JOB_NUM_NODES:-1} t0=$EPOCHREALTIME rc=0 size
   # Read back from .hpc_staging at submission: never evaluated unless it is a number.
-  { is_count "${HPC_DATA_BYTES:-0}" && is_count "${HPC_DATA_ENTRIES:-0}"; } ||
+  { is_size "${HPC_DATA_BYTES:-0}" && is_size "${HPC_DATA_ENTRIES:-0}"; } ||
     hpc_fail "data: the archive's size or entry count ('${HPC_DATA_BYTES:-}', '${HPC_DATA_ENTRIES:-}') is not a number (was .hpc_staging edited?): submit again"
   human_bytes_to size "${HPC_DATA_BYTES:-0}"
   # Which data this job was submitted with: the archive is named by its content's hash.

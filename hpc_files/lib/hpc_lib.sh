@@ -71,10 +71,10 @@ is_safe_name() { [[ $1 =~ ^[A-Za-z0-9_][A-Za-z0-9_.+-]*$ ]]; }
 # most 100 characters. Also applied to the name read back from a sweep's sweep.json.
 is_exp_name() { is_safe_name "$1" && ((${#1} <= 100)); }
 
-# is_count VALUE: digits only, at most 18 of them (fits bash arithmetic without wrapping).
+# is_size VALUE: digits only, at most 18 of them (fits bash arithmetic without wrapping).
 # For every number read back from a file the toolkit wrote earlier (sizes, counts, job
 # ids): such a file may have been edited, and bash arithmetic evaluates what it is given.
-is_count() { [[ $1 =~ ^[0-9]{1,18}$ ]]; }
+is_size() { [[ $1 =~ ^[0-9]{1,18}$ ]]; }
 
 # Partition lists may hold commas (sbatch takes "gpu,cpu").
 is_partition_list() { [[ $1 =~ ^[A-Za-z0-9_][A-Za-z0-9_.+-]*(,[A-Za-z0-9_][A-Za-z0-9_.+-]*)*$ ]]; }
@@ -144,11 +144,11 @@ sbatch_filename_to() {
 has_newline() { [[ $1 == *$'\n'* || $1 == *$'\r'* ]]; }
 
 # human_bytes_to VAR BYTES: "512 B", "8.0 KiB", "1.5 GiB" (bash arithmetic only). BYTES
-# that is not a count (is_count) gives "? B": it is never evaluated.
+# that is not a count (is_size) gives "? B": it is never evaluated.
 human_bytes_to() {
   local -n _h=$1
   local b=$2 unit=0 units=(B KiB MiB GiB TiB PiB)
-  if ! is_count "$b"; then
+  if ! is_size "$b"; then
     _h="? B"
     return 0
   fi

@@ -251,7 +251,7 @@ _hpc_data_state_matches() {
   # The file may have been edited: every field is checked before it is used (the counts
   # reach bash arithmetic here and in the job). A bad one means: build the archive again.
   [[ $sha == "$J_DATA_SHA" && $name == "${J_DATA_ARCHIVE##*/}" ]] || return 1
-  { is_count "$bytes" && is_count "$entries" && is_count "$size"; } || return 1
+  { is_size "$bytes" && is_size "$entries" && is_size "$size"; } || return 1
   J_DATA_BYTES=$((10#$bytes)) J_DATA_ENTRIES=$((10#$entries)) J_DATA_SIZE=$((10#$size))
 }
 

@@ -224,7 +224,7 @@ _sweep_resume_commands() {
     die "$json names sweep '${id:0:100}', not '$OPT_RESUME_SWEEP': the file was edited or moved; fix its sweep_id"
   [[ $method =~ ^(grid|random|bayes)$ ]] ||
     die "$json: method '${method:0:100}' is not grid, random or bayes: fix the file"
-  { is_count "$count" && ((10#$count >= 1 && 10#$count <= 1000000)); } ||
+  { is_size "$count" && ((10#$count >= 1 && 10#$count <= 1000000)); } ||
     die "$json: num_points '${count:0:100}' is not a number of points from 1 to 1000000: fix the file"
   count=$((10#$count))
   [[ $todo =~ ^[0-9]+(-[0-9]+)?( [0-9]+(-[0-9]+)?)*$ || -z $todo ]] ||

@@ -121,7 +121,7 @@ HPC_TOOLKIT_DIR=${BASH_SOURCE[0]}
 HPC_TOOLKIT_DIR=${HPC_TOOLKIT_DIR%/*}
 # shellcheck source=hpc_files/lib/hpc_lib.sh
 source "$HPC_TOOLKIT_DIR/lib/hpc_lib.sh"
-for _part in options profile validate resources configs count_args plan submit venv container staging wandb_key sweep arrays cluster; do
+for _part in options profile validate resources configs count_args plan submit ledger venv container staging wandb_key sweep arrays cluster; do
   # shellcheck source=/dev/null
   source "$HPC_TOOLKIT_DIR/lib/$_part.sh"
 done

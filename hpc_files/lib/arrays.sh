@@ -143,13 +143,16 @@ hpc_array_submit() {
     HPC_ARRAY_SUBMITTED+=("$prev"$'\t'"$count"$'\t'"$tasks"$'\t'"$spec"$'\t'"$script")
   done
   J_JOB_ID=$prev
-  local entry_out id
+  local entry_out id text="" line log=$J_SCRATCH_DIR/hpc_outputs/$J_EXP_NAME-%A_%a.out
+  [[ -z $venv_job ]] || hpc_ledger_line_to text "$venv_job" 1 "" venv 0 \
+    "$J_SCRATCH_DIR/hpc_outputs/$J_EXP_NAME-venv-%j.out"
   for entry_out in "${HPC_ARRAY_SUBMITTED[@]}"; do
     IFS=$'\t' read -r id count tasks spec script <<<"$entry_out"
-    printf '%(%Y-%m-%dT%H:%M:%S%z)T\t%s\t%s\t%s\t%s\n' -1 "$id" "$J_EXP_NAME" "$count" "$script" \
-      >>"$J_SCRATCH_DIR/hpc_outputs/jobs/submissions.tsv" ||
-      warn "job $id submitted, but hpc_outputs/jobs/submissions.tsv could not be updated"
+    offset=${tasks%%[-,]*}
+    hpc_ledger_line_to line "$id" "$count" "$script" job "$((offset - ${spec%%[-,]*}))" "$log"
+    text+=$line
   done
+  hpc_ledger_append "$text"
 }
 
 # hpc_array_print_submitted: one line per array: its job id and which tasks it runs.

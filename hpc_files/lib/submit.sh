@@ -7,6 +7,7 @@ hpc_submission_paths() {
   local base=$J_SCRATCH_DIR/hpc_outputs/jobs/$J_EXP_NAME-$1
   J_SCRIPT_PATH=$base.sbatch
   J_COMMANDS_PATH=$base.commands
+  J_SUBMISSION_ID=$J_EXP_NAME-$1 # names the submission in the ledger (ledger.sh)
 }
 
 # hpc_sbatch_argv_to ARRAY SCRIPT [DEPENDENCY]: the exact sbatch command line.
@@ -46,8 +47,11 @@ hpc_submit() {
   fi
   J_JOB_ID=${out%%;*}
   hpc_staging_record_job "$J_JOB_ID"
-  # The ledger `hpc status` reads: one line per submission (a single short append).
-  printf '%(%Y-%m-%dT%H:%M:%S%z)T\t%s\t%s\t%s\t%s\n' -1 "$J_JOB_ID" "$J_EXP_NAME" \
-    "${#J_COMMANDS[@]}" "$J_SCRIPT_PATH" >>"$J_SCRATCH_DIR/hpc_outputs/jobs/submissions.tsv" ||
-    warn "job $J_JOB_ID submitted, but hpc_outputs/jobs/submissions.tsv could not be updated"
+  # The ledger `hpc status` reads (ledger.sh): the venv job and this one, in one write.
+  local log venv_line="" line
+  hpc_plan_log_pattern_to log
+  [[ -z $dependency ]] || hpc_ledger_line_to venv_line "$dependency" 1 "" venv 0 \
+    "$J_SCRATCH_DIR/hpc_outputs/$J_EXP_NAME-venv-%j.out"
+  hpc_ledger_line_to line "$J_JOB_ID" "${#J_COMMANDS[@]}" "$J_SCRIPT_PATH" job 0 "$log"
+  hpc_ledger_append "$venv_line$line"
 }

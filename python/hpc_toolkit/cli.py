@@ -7,6 +7,9 @@ added at the bottom with one `app.add_typer(...)` line.
 from __future__ import annotations
 
 import os
+import sys
+import time
+from collections import Counter
 from pathlib import Path
 from typing import Annotated
 
@@ -15,8 +18,25 @@ import typer
 from hpc_toolkit import __version__
 from hpc_toolkit.console import die, render_table, warn
 from hpc_toolkit.jobenv import JobEnv, JobEnvError
-from hpc_toolkit.slurm import query_states
-from hpc_toolkit.submissions import LocateError, find_scratch_dir, ledger_path, read_submissions
+from hpc_toolkit.slurm import (
+    FINISHED,
+    TaskQuery,
+    TaskState,
+    advice,
+    efficiency_cells,
+    query_tasks,
+    query_usage,
+    run_command,
+)
+from hpc_toolkit.submissions import (
+    Group,
+    LocateError,
+    find_scratch_dir,
+    group_submissions,
+    ledger_path,
+    read_submissions,
+)
+from hpc_toolkit.tracking import Task, TargetError, resolve, tasks_of
 
 app = typer.Typer(
     name="hpc",
@@ -27,52 +47,268 @@ app = typer.Typer(
 )
 
 
-@app.command()
-def status(
-    exp_name: Annotated[
-        str | None, typer.Option("--exp-name", help="Only this experiment's submissions.")
-    ] = None,
-    scratch_dir: Annotated[
-        Path | None,
-        typer.Option(
-            "--scratch-dir",
-            help="The project's scratch folder (default: $SCRATCH/<project>).",
-            file_okay=False,
-            exists=True,
-        ),
-    ] = None,
-    last: Annotated[int, typer.Option("--last", min=1, help="How many submissions to show.")] = 20,
-) -> None:
-    """Show recent submissions and the state of their tasks (from sacct, else squeue)."""
+ScratchOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--scratch-dir",
+        help="The project's scratch folder (default: $SCRATCH/<project>).",
+        file_okay=False,
+        exists=True,
+    ),
+]
+POLL_S = 5.0  # polling etiquette: Slurm is asked at most once per POLL_S seconds
+FOLLOW_READ_S = 0.5  # how often -f looks at the log file itself (no Slurm call)
+
+
+def _load(scratch_dir: Path | None) -> tuple[Path, list[Group]]:
     try:
         scratch = find_scratch_dir(scratch_dir, os.environ, Path.cwd())
     except LocateError as exc:
         die(str(exc))
-    ledger = ledger_path(scratch)
-    subs = read_submissions(ledger, on_bad_line=warn)
+    return scratch, group_submissions(read_submissions(ledger_path(scratch), on_bad_line=warn))
+
+
+def _target(target: str, groups: list[Group]) -> tuple[Group, str | None]:
+    try:
+        return resolve(target, groups)
+    except TargetError as exc:
+        die(str(exc))
+
+
+def _say_sources(q: TaskQuery) -> None:
+    for note in q.notes:
+        warn(note)
+    typer.echo(f"States from: {', '.join(q.sources) or 'no source (unknown)'}")
+
+
+@app.command()
+def status(
+    target: Annotated[
+        str | None, typer.Argument(help="JOB, JOB_TASK or EXP (default: recent submissions).")
+    ] = None,
+    exp_name: Annotated[
+        str | None, typer.Option("--exp-name", help="Only this experiment's submissions.")
+    ] = None,
+    scratch_dir: ScratchOpt = None,
+    last: Annotated[int, typer.Option("--last", min=1, help="How many submissions to show.")] = 20,
+    summary: Annotated[
+        bool, typer.Option("--summary", help="One line per submission, no task rows.")
+    ] = False,
+    efficiency: Annotated[
+        bool,
+        typer.Option("--efficiency", help="CPU, memory, time and GPU use per task, from sacct."),
+    ] = False,
+) -> None:
+    """Show submissions and per task: state, exit code, elapsed, node and log.
+
+    States come from sacct, else the job completion log, else squeue -t all, else
+    scontrol show job: one call per source for all the jobs shown.
+    """
+    scratch, groups = _load(scratch_dir)
+    only_task: str | None = None
+    if target is not None:
+        group, only_task = _target(target, groups)
+        groups = [group]
     if exp_name is not None:
-        subs = [s for s in subs if s.exp_name == exp_name]
-    subs = subs[-last:]
-    if not subs:
+        groups = [g for g in groups if g.exp_name == exp_name]
+    groups = groups[-last:]
+    if not groups:
         which = f" of experiment {exp_name!r}" if exp_name is not None else ""
-        warn(f"no submissions{which} recorded in {ledger}")
+        warn(f"no submissions{which} recorded in {ledger_path(scratch)}")
         return
-    query = query_states([s.job_id for s in subs])
-    if query.note:
-        warn(query.note)
-    rows = [
-        [
-            s.job_id,
-            s.exp_name,
-            str(s.num_tasks),
-            s.submitted_at.strftime("%Y-%m-%d %H:%M"),
-            s.state_summary(query.counts.get(s.job_id, {})),
-            s.log_pattern(scratch),
-        ]
-        for s in subs
-    ]
-    header = ["JOB ID", "EXP", "TASKS", "SUBMITTED", "STATES", "LOG"]
-    typer.echo(render_table(header, rows), nl=False)
+    ids = [i for g in groups for i in g.job_ids]
+    q = query_tasks(ids)
+    usage = query_usage(ids) if efficiency else {}
+    _say_sources(q)
+    if isinstance(usage, str):
+        typer.echo(f"Efficiency: not available ({usage}; it needs slurmdbd accounting)")
+        usage = {}
+    out: list[str] = []
+    for g in groups:
+        tasks = tasks_of(g, q)
+        counts: Counter[str] = Counter(t.state_name for t in tasks if t.number is not None)
+        states = ", ".join(f"{s} {n}" for s, n in sorted(counts.items()))
+        ids_text = ",".join(j.job_id for j in g.jobs if j.kind == "job")
+        venv = [j.job_id for j in g.jobs if j.kind == "venv"]
+        out.append(
+            f"== {g.exp_name}  jobs {ids_text}{f' (venv job {venv[0]})' if venv else ''}  "
+            f"{g.num_tasks} task(s)  submitted {g.submitted_at.strftime('%Y-%m-%d %H:%M')}  "
+            f"{states}"
+        )
+        if summary:
+            continue
+        if only_task is not None:
+            tasks = [t for t in tasks if t.slurm_id == only_task]
+        header = ["TASK", "JOB", "STATE", "EXIT", "ELAPSED", "NODE"]
+        if efficiency:
+            header += ["CPU EFF", "MEM PEAK/REQ", "TIME USED/LIMIT", "GPU UTIL"]
+        rows = []
+        tips = []
+        for t in tasks:
+            st = t.state or TaskState("UNKNOWN")
+            row = ["venv" if t.number is None else str(t.number), t.slurm_id, st.state,
+                   st.exit_code, st.elapsed, st.node]  # fmt: skip
+            if efficiency:
+                u = usage.get((t.job.job_id, t.index))
+                row += efficiency_cells(u) if u else ["-", "-", "-", "not available"]
+                tip = advice(u) if u else ""
+                if tip:
+                    tips.append(f"  task {row[0]} ({t.slurm_id}): {tip}")
+            rows.append([*row, str(t.log(scratch))])
+        out.append(render_table([*header, "LOG"], rows).rstrip("\n"))
+        out.extend(tips)
+    typer.echo("\n".join(out))
+
+
+@app.command()
+def report(
+    target: Annotated[str, typer.Argument(help="JOB, JOB_TASK or EXP.")],
+    scratch_dir: ScratchOpt = None,
+) -> None:
+    """Resource efficiency of a submission (the same as `hpc status TARGET --efficiency`)."""
+    status(target, None, scratch_dir, 20, False, True)
+
+
+def _pick_one(group: Group, task_id: str | None, task_no: int | None, q: TaskQuery) -> Task:
+    tasks = [t for t in tasks_of(group, q) if t.number is not None or len(group.jobs) == 1]
+    if task_id is not None:
+        chosen = [t for t in tasks_of(group, q) if t.slurm_id == task_id]
+    elif task_no is not None:
+        chosen = [t for t in tasks if t.number == task_no]
+    else:
+        chosen = tasks if len(tasks) == 1 else []
+    if not chosen:
+        if task_id is None and task_no is None:
+            die(
+                f"submission {group.submission_id} has {len(tasks)} tasks: name one as "
+                f"JOB_TASK (e.g. {tasks[0].slurm_id}) or with --task N",
+                2,
+            )
+        die(f"no such task in submission {group.submission_id}", 2)
+    return chosen[0]
+
+
+def _tail(path: Path, lines: int) -> str:
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError as exc:
+        return f"(no log: {exc.strerror})\n"
+    text = data.decode("utf-8", errors="replace")
+    kept = text.splitlines(keepends=True)[-lines:] if lines > 0 else [text]
+    out = "".join(kept)
+    return out if out.endswith("\n") or not out else out + "\n"
+
+
+def _follow(task: Task, scratch: Path) -> None:
+    """Print the log as it grows; wait for it while pending; stop when the task ends."""
+    path = task.log(scratch)
+    job_ids = [task.job.job_id]
+    last_poll = 0.0
+    done = False
+    offset = 0
+    said_waiting = False
+    while True:
+        now = time.monotonic()
+        if now - last_poll >= POLL_S:
+            last_poll = now
+            st = query_tasks(job_ids).tasks.get((task.job.job_id, task.index))
+            done = st is not None and st.state in FINISHED
+        if path.exists():
+            with open(path, "rb") as fh:
+                fh.seek(offset)
+                chunk = fh.read()
+            if chunk:
+                offset += len(chunk)
+                sys.stdout.write(chunk.decode("utf-8", errors="replace"))
+                sys.stdout.flush()
+        elif not said_waiting and not done:
+            warn(f"waiting for {path} (task {task.slurm_id} has not started)")
+            said_waiting = True
+        if done:
+            if not path.exists():
+                die(f"task {task.slurm_id} ended without writing {path}")
+            return
+        time.sleep(FOLLOW_READ_S)
+
+
+@app.command()
+def logs(
+    target: Annotated[str, typer.Argument(help="JOB, JOB_TASK or EXP.")],
+    task_no: Annotated[
+        int | None, typer.Option("--task", min=0, help="Task N of the submission (line N+1).")
+    ] = None,
+    follow: Annotated[
+        bool, typer.Option("-f", "--follow", help="Follow the log until the task ends.")
+    ] = False,
+    failed: Annotated[
+        bool, typer.Option("--failed", help="The tail of every failed task's log.")
+    ] = False,
+    lines: Annotated[
+        int, typer.Option("-n", "--lines", min=0, help="Lines of each tail (--failed; 0: all).")
+    ] = 30,
+    scratch_dir: ScratchOpt = None,
+) -> None:
+    """Print a job's or array task's log; -f follows it, --failed shows what failed."""
+    scratch, groups = _load(scratch_dir)
+    group, task_id = _target(target, groups)
+    if failed:
+        if follow:
+            die("--failed and -f do not go together", 2)
+        q = query_tasks(group.job_ids)
+        _say_sources(q)
+        bad = [t for t in tasks_of(group, q) if t.failed]
+        if not bad:
+            typer.echo(f"No failed task in submission {group.submission_id}.")
+            return
+        for t in bad:
+            st = t.state or TaskState("UNKNOWN")
+            typer.echo(
+                f"==> task {t.number if t.number is not None else 'venv'} ({t.slurm_id}) "
+                f"{st.state} exit {st.exit_code} on {st.node}: {t.log(scratch)} <=="
+            )
+            typer.echo(_tail(t.log(scratch), lines), nl=False)
+        return
+    if follow:
+        _follow(_pick_one(group, task_id, task_no, TaskQuery()), scratch)
+        return
+    chosen = (
+        [_pick_one(group, task_id, task_no, TaskQuery())]
+        if task_id is not None or task_no is not None
+        else [t for t in tasks_of(group, TaskQuery()) if t.number is not None]
+    )
+    for t in chosen:
+        if len(chosen) > 1:
+            typer.echo(f"==> task {t.number} ({t.slurm_id}): {t.log(scratch)} <==")
+        path = t.log(scratch)
+        if not path.exists():
+            warn(f"no log yet at {path} (pending? `hpc status {t.slurm_id}`; -f waits for it)")
+            continue
+        typer.echo(_tail(path, 0), nl=False)
+
+
+@app.command()
+def cancel(
+    target: Annotated[str, typer.Argument(help="JOB, JOB_TASK or EXP (its latest submission).")],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
+    scratch_dir: ScratchOpt = None,
+) -> None:
+    """Cancel a submission: all its arrays, its venv job (or one JOB_TASK)."""
+    _scratch, groups = _load(scratch_dir)
+    group, task_id = _target(target, groups)
+    ids = [task_id] if task_id is not None else group.job_ids
+    what = f"{', '.join(ids)} ({group.exp_name}, {group.num_tasks} task(s))"
+    if not yes:
+        if not sys.stdin.isatty():
+            die(f"not on a terminal: pass --yes to cancel {what}", 2)
+        if not typer.confirm(f"Cancel {what}?", default=False, err=True):
+            die("nothing cancelled")
+    done = run_command(["scancel", *ids])
+    if isinstance(done, str):
+        die(done)
+    if done.returncode != 0:
+        die(f"scancel failed (exit {done.returncode}): {done.stderr.strip()}")
+    typer.echo(f"Cancelled {what}")
 
 
 @app.command()

@@ -1,70 +1,190 @@
-"""Job states from Slurm: sacct when it works, else squeue (which only knows live jobs).
+"""Job and task states from Slurm, from whichever source still knows them.
 
-Both are called by name through PATH, so tests put a stub first on PATH. Array jobs come
-back one row per task (`123_0`) or, while pending, one row per range (`123_[2-9%4]`);
-everything is counted per task under the submission's job id.
+Sources, in order, each called ONCE for all the jobs shown (never once per job):
+  1. `sacct` (slurmdbd accounting: knows every job, pending to long finished);
+  2. the job completion log (`JobCompType=jobcomp/filetxt`: the JobCompLoc file read
+     directly, else `sacct -c`), which knows finished jobs on clusters without slurmdbd;
+  3. `squeue -t all`, which knows live jobs and those finished less than MinJobAge ago;
+  4. `scontrol show job`, the same memory as squeue but with exit codes.
+A source that fails or leaves jobs unknown hands the rest on to the next one. Every
+command is called by name through PATH, so tests put stubs first on PATH.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
 
-SACCT_FIELDS = "JobID,JobName,State,ExitCode,Elapsed"
 TIMEOUT_S = 60.0  # a hung slurmdbd should not hang `hpc status` for ever
+SACCT_FIELDS = "JobID,State,ExitCode,Elapsed,NodeList"
+EFFICIENCY_FIELDS = (
+    "JobID,State,ElapsedRaw,TotalCPU,AllocCPUS,ReqMem,MaxRSS,TimelimitRaw,NNodes,"
+    "AllocTRES,TRESUsageInAve"
+)
+FINISHED = frozenset(
+    {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL",
+     "PREEMPTED", "BOOT_FAIL", "DEADLINE", "REVOKED"}
+)  # fmt: skip
 
 # 123, 123_4, 123_[0-9%4], 123+0 (heterogeneous jobs); steps (123.batch) do not match.
-_JOB_ID = re.compile(r"(?P<job>[0-9]+)(?:_(?:[0-9]+|\[(?P<range>[^\]]*)\]))?(?:\+[0-9]+)?")
+_JOB_ID = re.compile(r"(?P<job>[0-9]+)(?:_(?:(?P<index>[0-9]+)|\[(?P<range>[^\]]*)\]))?(?:\+[0-9]+)?")
+
+Key = tuple[str, "int | None"]  # (the job id in the ledger, the array index or None)
+Runner = Callable[[list[str]], "subprocess.CompletedProcess[str] | str"]
 
 
-@dataclass(frozen=True)
-class StateQuery:
-    """Task counts per state, per job id; `note` says what could not be known, if anything."""
+@dataclass
+class TaskState:
+    """What one source said about one task (or a whole non-array job)."""
 
-    counts: dict[str, Counter[str]] = field(default_factory=dict)
-    source: str = "none"  # "sacct", "squeue" or "none"
-    note: str | None = None
+    state: str
+    exit_code: str = "-"
+    elapsed: str = "-"
+    node: str = "-"
 
 
-def count_range(spec: str) -> int:
-    """How many tasks an array range names: `0-9%4` is 10, `1,3,5-7` is 5, `0-15:4` is 4."""
-    total = 0
+@dataclass
+class TaskQuery:
+    """Per task states; `sources` lists the sources that answered, `notes` what failed."""
+
+    tasks: dict[Key, TaskState] = field(default_factory=dict)
+    sources: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def counts(self) -> dict[str, Counter[str]]:
+        out: dict[str, Counter[str]] = {}
+        for (job, _index), task in self.tasks.items():
+            out.setdefault(job, Counter())[task.state] += 1
+        return out
+
+    def known_jobs(self) -> set[str]:
+        return {job for job, _index in self.tasks}
+
+
+def expand_range(spec: str) -> list[int]:
+    """The indices an array range names: `0-3%2` is 0..3, `1,3,5-7`, `0-15:4` is 0,4,8,12."""
+    out: list[int] = []
     for part in spec.split("%", 1)[0].split(","):
         m = re.fullmatch(r"([0-9]+)(?:-([0-9]+)(?::([0-9]+))?)?", part.strip())
         if m is None:
-            total += 1  # a form we do not know still stands for at least one task
             continue
         first = int(m[1])
         last = int(m[2]) if m[2] else first
-        step = int(m[3]) if m[3] else 1
-        total += len(range(first, last + 1, max(step, 1)))
-    return total
+        out.extend(range(first, last + 1, max(int(m[3]) if m[3] else 1, 1)))
+    return out
 
 
-def parse_rows(text: str, wanted: Sequence[str], state_col: int) -> dict[str, Counter[str]]:
-    """Count tasks per state for the job ids in `wanted`, from `|`-separated rows.
+def count_range(spec: str) -> int:
+    """How many tasks an array range names (at least 1 for a form we do not know)."""
+    return len(expand_range(spec)) or 1
 
-    The job id is column 0 and the state column `state_col` (2 for our sacct fields, 1 for
-    squeue). The state is its first word, so `CANCELLED by 123` counts as CANCELLED.
-    """
+
+def _keys(job_col: str, wanted: set[str]) -> list[Key]:
+    m = _JOB_ID.fullmatch(job_col.strip())
+    if m is None or m["job"] not in wanted:
+        return []
+    if m["index"] is not None:
+        return [(m["job"], int(m["index"]))]
+    if m["range"] is not None:
+        return [(m["job"], i) for i in expand_range(m["range"])]
+    return [(m["job"], None)]
+
+
+def parse_rows(text: str, wanted: Iterable[str]) -> dict[Key, TaskState]:
+    """`JobID|State|ExitCode|Elapsed|NodeList` rows (sacct, squeue) of the wanted jobs."""
     wanted_ids = set(wanted)
-    counts: dict[str, Counter[str]] = {}
+    out: dict[Key, TaskState] = {}
     for line in text.splitlines():
         cols = line.split("|")
-        m = _JOB_ID.fullmatch(cols[0].strip())
-        if m is None or m["job"] not in wanted_ids or len(cols) <= state_col:
+        if len(cols) < 2:
             continue
-        words = cols[state_col].split()
-        state = words[0] if words else "UNKNOWN"
-        n = count_range(m["range"]) if m["range"] is not None else 1
-        counts.setdefault(m["job"], Counter())[state] += n
-    return counts
+        words = cols[1].split()
+        state = words[0].rstrip("+") if words else "UNKNOWN"
+        extra = [c.strip() or "-" for c in cols[2:5]] + ["-"] * (5 - max(len(cols), 2))
+        for key in _keys(cols[0], wanted_ids):
+            out[key] = TaskState(state, extra[0], extra[1], _node(extra[2]))
+    return out
 
 
-def _run(argv: list[str]) -> subprocess.CompletedProcess[str] | str:
+def _node(text: str) -> str:
+    return "-" if text in ("", "None assigned", "(null)") else text
+
+
+def _hms(seconds: float) -> str:
+    s = max(int(seconds), 0)
+    days, s = divmod(s, 86400)
+    text = f"{s // 3600:02d}:{s % 3600 // 60:02d}:{s % 60:02d}"
+    return f"{days}-{text}" if days else text
+
+
+def _pairs(line: str) -> dict[str, str]:
+    return dict(re.findall(r"(?:^|\s)([A-Za-z/:]+)=(\S*)", line))
+
+
+def _key_from_pairs(kv: dict[str, str], wanted: set[str]) -> list[Key]:
+    array_job, task = kv.get("ArrayJobId", ""), kv.get("ArrayTaskId", "")
+    if array_job and array_job != "4294967294" and task and task != "4294967294":
+        if array_job not in wanted:
+            return []
+        if task.isdigit():
+            return [(array_job, int(task))]
+        return [(array_job, i) for i in expand_range(task)]
+    job = kv.get("JobId", "")
+    return [(job, None)] if job in wanted else []
+
+
+def _elapsed(start: str, end: str) -> str:
+    try:
+        return _hms((datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds())
+    except ValueError:
+        return "-"
+
+
+def parse_jobcomp(lines: Iterable[str], wanted: Iterable[str]) -> dict[Key, TaskState]:
+    """jobcomp/filetxt lines (`JobId=5 ... JobState=FAILED ... ExitCode=1:0`); the last wins."""
+    wanted_ids = set(wanted)
+    out: dict[Key, TaskState] = {}
+    for line in lines:
+        if "JobState=" not in line:
+            continue
+        kv = _pairs(line)
+        state = kv.get("JobState", "UNKNOWN")
+        ts = TaskState(
+            state,
+            kv.get("ExitCode", "-") or "-",
+            _elapsed(kv.get("StartTime", ""), kv.get("EndTime", "")),
+            _node(kv.get("NodeList", "")),
+        )
+        for key in _key_from_pairs(kv, wanted_ids):
+            out[key] = ts
+    return out
+
+
+def parse_scontrol(text: str, wanted: Iterable[str]) -> dict[Key, TaskState]:
+    """`scontrol show job -o` (one job per line)."""
+    wanted_ids = set(wanted)
+    out: dict[Key, TaskState] = {}
+    for line in text.splitlines():
+        kv = _pairs(line)
+        ts = TaskState(
+            kv.get("JobState", "UNKNOWN"),
+            kv.get("ExitCode", "-") or "-",
+            kv.get("RunTime", "-") or "-",
+            _node(kv.get("NodeList", "")),
+        )
+        for key in _key_from_pairs(kv, wanted_ids):
+            out[key] = ts
+    return out
+
+
+def run_command(argv: list[str]) -> subprocess.CompletedProcess[str] | str:
     """The finished command, or why it could not be run at all."""
     try:
         return subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
@@ -76,24 +196,226 @@ def _run(argv: list[str]) -> subprocess.CompletedProcess[str] | str:
 
 def _failure(done: subprocess.CompletedProcess[str]) -> str:
     said = done.stderr.strip().splitlines()
-    return f"{done.args[0]} failed (exit {done.returncode}{': ' + said[-1] if said else ''})"
+    name = " ".join(str(a) for a in done.args[:2]) if done.args[1:2] == ["-c"] else done.args[0]
+    return f"{name} failed (exit {done.returncode}{': ' + said[-1] if said else ''})"
 
 
-def query_states(job_ids: Sequence[str]) -> StateQuery:
-    """States of `job_ids` from sacct, falling back to squeue when sacct is missing or fails."""
+def slurm_conf_settings(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """Settings of slurm.conf ($SLURM_CONF, else /etc/slurm/slurm.conf); {} if unreadable.
+
+    Read as a file, not through `scontrol show config`, so that finding the job completion
+    log costs no call to slurmctld.
+    """
+    env = os.environ if environ is None else environ
+    path = Path(env.get("SLURM_CONF") or "/etc/slurm/slurm.conf")
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return {}
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        m = re.match(r"\s*([A-Za-z]+)\s*=\s*(\S+)", line.split("#", 1)[0])
+        if m:
+            out[m[1].lower()] = m[2]
+    return out
+
+
+def _from_jobcomp(ids: Sequence[str], run: Runner, q: TaskQuery) -> dict[Key, TaskState]:
+    conf = slurm_conf_settings()
+    comp_type = conf.get("jobcomptype", "jobcomp/none")
+    if comp_type == "jobcomp/none":
+        return {}
+    loc = conf.get("jobcomploc", "")
+    if comp_type == "jobcomp/filetxt" and loc:
+        try:
+            with open(loc, encoding="utf-8", errors="replace") as fh:
+                found = parse_jobcomp(fh, ids)
+            q.sources.append(f"jobcomp file {loc}")
+            return found
+        except OSError as exc:
+            q.notes.append(f"cannot read the job completion log {loc} ({exc.strerror})")
+    done = run(["sacct", "-c", "-P", "-n", "-o", SACCT_FIELDS])
+    if isinstance(done, str) or done.returncode != 0:
+        q.notes.append(done if isinstance(done, str) else _failure(done))
+        return {}
+    q.sources.append("sacct -c")
+    return parse_rows(done.stdout, ids)
+
+
+def query_tasks(job_ids: Sequence[str], run: Runner = run_command) -> TaskQuery:
+    """States per task of `job_ids`, from the first sources that know them (module doc)."""
+    q = TaskQuery()
     if not job_ids:
-        return StateQuery(source="none")
-    ids = ",".join(job_ids)
-    sacct = _run(["sacct", "-X", "-P", "-n", "-o", SACCT_FIELDS, "-j", ids])
+        return q
+    ids = list(dict.fromkeys(job_ids))
+
+    def take(found: dict[Key, TaskState], source: str | None, fill_only: bool = False) -> None:
+        added = False
+        for key, ts in found.items():
+            old = q.tasks.get(key)
+            if old is None and not fill_only:
+                q.tasks[key] = ts
+                added = True
+            elif old is not None and old.exit_code == "-" and ts.exit_code != "-":
+                old.exit_code = ts.exit_code
+                added = True
+        if added and source and source not in q.sources:
+            q.sources.append(source)
+
+    sacct = run(["sacct", "-X", "-P", "-n", "-o", SACCT_FIELDS, "-j", ",".join(ids)])
     if not isinstance(sacct, str) and sacct.returncode == 0:
-        return StateQuery(parse_rows(sacct.stdout, job_ids, state_col=2), "sacct")
-    why = sacct if isinstance(sacct, str) else _failure(sacct)
-    squeue = _run(["squeue", "-h", "-o", "%i|%T", "-j", ids])
-    if isinstance(squeue, str):
-        return StateQuery({}, "none", f"{why}, and {squeue}: job states are unknown")
-    # squeue exits 1 with "Invalid job id" when none of the jobs is queued or running any
-    # more: that is an answer (nothing live), not a failure.
-    if squeue.returncode != 0 and "Invalid job id" not in squeue.stderr:
-        return StateQuery({}, "none", f"{why}, and {_failure(squeue)}: job states are unknown")
-    note = f"{why}; states are from squeue, which forgets finished jobs: their states are unknown"
-    return StateQuery(parse_rows(squeue.stdout, job_ids, state_col=1), "squeue", note)
+        take(parse_rows(sacct.stdout, ids), "sacct")
+        q.sources[:] = ["sacct"]
+        if set(ids) <= q.known_jobs():
+            return q
+    else:
+        q.notes.append(sacct if isinstance(sacct, str) else _failure(sacct))
+    missing = [i for i in ids if i not in q.known_jobs()]
+    take(_from_jobcomp(missing, run, q), None)
+    missing = [i for i in ids if i not in q.known_jobs()]
+    live_without_code = any(t.exit_code == "-" for t in q.tasks.values())
+    if not missing and not live_without_code:
+        return q
+    squeue = run(["squeue", "-t", "all", "-h", "-o", "%i|%T|-|%M|%N"])
+    if isinstance(squeue, str) or squeue.returncode != 0:
+        q.notes.append(squeue if isinstance(squeue, str) else _failure(squeue))
+    else:
+        take(parse_rows(squeue.stdout, missing), "squeue -t all")
+    # squeue has no exit codes; scontrol has them (and is the last resort for the states).
+    if [i for i in ids if i not in q.known_jobs()] or any(
+        t.exit_code == "-" and t.state in FINISHED for t in q.tasks.values()
+    ):
+        sc = run(["scontrol", "-o", "show", "job"])
+        if isinstance(sc, str) or sc.returncode != 0:
+            q.notes.append(sc if isinstance(sc, str) else _failure(sc))
+        else:
+            found = parse_scontrol(sc.stdout, ids)
+            take(found, "scontrol show job", fill_only=True)
+            take(found, "scontrol show job")
+    left = [i for i in ids if i not in q.known_jobs()]
+    if left:
+        q.notes.append(f"no source knows job(s) {', '.join(left[:5])}{' ...' if len(left) > 5 else ''}")
+    return q
+
+
+# --- efficiency -----------------------------------------------------------------------
+
+
+@dataclass
+class Usage:
+    """Resource use of one task from sacct (the job line plus its steps)."""
+
+    state: str = "-"
+    elapsed_s: int = 0
+    total_cpu_s: float = 0.0
+    cpus: int = 0
+    req_mem_mb: float | None = None
+    max_rss_mb: float = 0.0
+    limit_s: int | None = None
+    gpu_util: str | None = None
+
+
+def seconds(text: str) -> float:
+    """sacct durations: `[D-]HH:MM:SS[.mmm]`, `MM:SS.mmm`; 0 when empty."""
+    text = text.strip()
+    if not text or text in ("INVALID", "UNLIMITED", "Partition_Limit"):
+        return 0.0
+    days = 0
+    if "-" in text:
+        d, text = text.split("-", 1)
+        days = int(d)
+    parts = [float(p) for p in text.split(":")]
+    while len(parts) < 3:
+        parts.insert(0, 0.0)
+    return days * 86400 + parts[0] * 3600 + parts[1] * 60 + parts[2]
+
+
+_UNITS = {"K": 1 / 1024, "M": 1.0, "G": 1024.0, "T": 1024.0 * 1024}
+
+
+def megabytes(text: str) -> float | None:
+    """`4000M`, `16Gn`, `2Gc`, `123456K`, bytes without a unit; None when empty."""
+    m = re.fullmatch(r"([0-9.]+)([KMGT]?)[nc]?", text.strip())
+    if m is None:
+        return None
+    value = float(m[1])
+    return value * _UNITS[m[2]] if m[2] else value / (1024 * 1024)
+
+
+def parse_usage(text: str, wanted: Iterable[str]) -> dict[Key, Usage]:
+    """sacct rows in EFFICIENCY_FIELDS order, steps folded into their task."""
+    wanted_ids = set(wanted)
+    out: dict[Key, Usage] = {}
+    for line in text.splitlines():
+        cols = line.split("|")
+        if len(cols) < 11:
+            continue
+        job_col, _, step = cols[0].partition(".")
+        keys = _keys(job_col, wanted_ids)
+        if len(keys) != 1:
+            continue
+        u = out.setdefault(keys[0], Usage())
+        rss = megabytes(cols[6]) or 0.0
+        u.max_rss_mb = max(u.max_rss_mb, rss)
+        if step:
+            continue
+        u.state = (cols[1].split() or ["-"])[0]
+        u.elapsed_s = int(cols[2] or 0)
+        u.total_cpu_s = seconds(cols[3])
+        u.cpus = int(cols[4] or 0)
+        req = megabytes(cols[5])
+        if req is not None and cols[5].strip().endswith("c"):
+            req *= max(u.cpus, 1)  # per CPU (older Slurm's suffix)
+        u.req_mem_mb = req
+        u.limit_s = int(cols[7]) * 60 if cols[7].isdigit() else None
+        gpu = re.search(r"gres/gpuutil=([0-9.]+)", cols[10])
+        if gpu:
+            u.gpu_util = f"{gpu[1]}%"
+    return out
+
+
+def query_usage(job_ids: Sequence[str], run: Runner = run_command) -> dict[Key, Usage] | str:
+    """Usage per task from one sacct call, or why it is not available."""
+    if not job_ids:
+        return {}
+    done = run(["sacct", "-P", "-n", "-o", EFFICIENCY_FIELDS, "-j", ",".join(job_ids)])
+    if isinstance(done, str):
+        return done
+    if done.returncode != 0:
+        return _failure(done)
+    return parse_usage(done.stdout, job_ids)
+
+
+def advice(u: Usage) -> str:
+    """One line where a request is far off what the task used; "" when it looks right."""
+    tips: list[str] = []
+    if u.state in ("PENDING", "RUNNING", "-") or u.elapsed_s < 1:
+        return ""
+    if u.cpus > 1 and u.elapsed_s >= 60:
+        used = u.total_cpu_s / u.elapsed_s
+        if used < u.cpus / 2:
+            want = max(1, int(used + 0.999))
+            tips.append(f"used {used:.1f} of {u.cpus} CPUs: ask for --cpus {want}")
+    if u.req_mem_mb and u.max_rss_mb and u.max_rss_mb < u.req_mem_mb / 4:
+        want_mb = max(u.max_rss_mb * 1.5, 256)
+        tips.append(
+            f"peak memory {u.max_rss_mb:.0f}M of {u.req_mem_mb:.0f}M: ask for --mem {want_mb / 1024:.0f}G"
+            if want_mb >= 1024
+            else f"peak memory {u.max_rss_mb:.0f}M of {u.req_mem_mb:.0f}M: ask for --mem {want_mb:.0f}M"
+        )
+    if u.state == "OUT_OF_MEMORY" and u.req_mem_mb:
+        tips.append(f"ran out of memory: ask for more than --mem {u.req_mem_mb:.0f}M")
+    if u.state == "TIMEOUT":
+        tips.append("hit its time limit: ask for more --time, or checkpoint and requeue")
+    elif u.limit_s and u.elapsed_s >= 300 and u.elapsed_s < u.limit_s / 4:
+        tips.append(f"used {_hms(u.elapsed_s)} of {_hms(u.limit_s)}: a shorter --time starts sooner")
+    return "; ".join(tips)
+
+
+def efficiency_cells(u: Usage) -> list[str]:
+    """CPU EFF, MEM PEAK/REQ, TIME USED/LIMIT, GPU UTIL for a table row."""
+    cpu = f"{100 * u.total_cpu_s / (u.elapsed_s * u.cpus):.0f}%" if u.elapsed_s and u.cpus else "-"
+    req = f"{u.req_mem_mb:.0f}M" if u.req_mem_mb else "?"
+    mem = f"{u.max_rss_mb:.0f}M/{req}"
+    limit = _hms(u.limit_s) if u.limit_s else "none"
+    return [cpu, mem, f"{_hms(u.elapsed_s)}/{limit}", u.gpu_util or "not available"]

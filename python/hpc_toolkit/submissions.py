@@ -1,19 +1,22 @@
 """The submissions ledger that job_submitter.sh appends to, and where to find it.
 
-Each successful sbatch adds one tab-separated line to
-`$SCRATCH/<project>/hpc_outputs/jobs/submissions.tsv`:
-`submitted_at  job_id  exp_name  num_tasks  script_path`. The ledger is only ever appended
-to by a shell, so a torn or hand-edited line is possible: it is skipped with a warning,
-never fatal, because the other lines are still worth showing.
+`$SCRATCH/<project>/hpc_outputs/jobs/submissions.tsv` holds one tab-separated line per
+Slurm job (hpc_files/lib/ledger.sh writes all lines of one submission in one append):
+`submitted_at job_id exp_name num_tasks script submission_id kind task_offset log`.
+Lines from older versions have only the first five fields. The ledger is only ever
+appended to by a shell, so a torn or hand-edited line is possible: it is skipped with a
+warning, never fatal, because the other lines are still worth showing.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+
+from hpc_toolkit.slurm import expand_range
 
 LEDGER = Path("hpc_outputs", "jobs", "submissions.tsv")
 
@@ -23,14 +26,18 @@ class LocateError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class Submission:
-    """One line of the ledger: one sbatch call (an array job when num_tasks > 1)."""
+class SlurmJob:
+    """One ledger line: one sbatch call (an array job when num_tasks > 1)."""
 
     submitted_at: datetime
     job_id: str
     exp_name: str
     num_tasks: int
     script_path: Path
+    submission_id: str = ""
+    kind: str = "job"  # job | venv
+    task_offset: int = 0
+    log: str = ""  # sbatch's --output pattern; "" on old lines
 
     @property
     def is_array(self) -> bool:
@@ -38,8 +45,19 @@ class Submission:
 
     def log_pattern(self, scratch_dir: Path) -> str:
         """Where Slurm writes the logs (a glob over the tasks for an array job)."""
+        if self.log:
+            pattern = self.log.replace("%A", self.job_id).replace("%j", self.job_id)
+            return pattern.replace("%a", "*")
         name = f"{self.exp_name}-{self.job_id}" + ("_*.out" if self.is_array else ".out")
         return str(scratch_dir / "hpc_outputs" / name)
+
+    def log_path(self, scratch_dir: Path, index: int | None) -> Path:
+        """The log of array index `index` (None: a plain job)."""
+        if not self.log:
+            suffix = f"_{index}" if index is not None else ""
+            return scratch_dir / "hpc_outputs" / f"{self.exp_name}-{self.job_id}{suffix}.out"
+        text = self.log.replace("%A", self.job_id).replace("%a", str(index or 0))
+        return Path(text.replace("%j", self.job_id))
 
     def state_summary(self, counts: Mapping[str, int]) -> str:
         """`COMPLETED 2, FAILED 1`; tasks Slurm did not report on are counted as UNKNOWN."""
@@ -50,6 +68,62 @@ class Submission:
         return ", ".join(parts)
 
 
+Submission = SlurmJob  # the name older code and tests use for one ledger line
+
+
+@dataclass
+class Group:
+    """One submission: the Slurm jobs one job_submitter.sh run made (arrays, venv job)."""
+
+    submission_id: str
+    exp_name: str
+    submitted_at: datetime
+    jobs: list[SlurmJob] = field(default_factory=list)
+
+    @property
+    def job_ids(self) -> list[str]:
+        return [j.job_id for j in self.jobs]
+
+    @property
+    def num_tasks(self) -> int:
+        return sum(j.num_tasks for j in self.jobs if j.kind == "job")
+
+    def tasks(self) -> list[tuple[SlurmJob, int | None, int | None]]:
+        """(job, array index or None, task number in the submission or None for venv)."""
+        out: list[tuple[SlurmJob, int | None, int | None]] = []
+        for j in self.jobs:
+            if j.kind != "job":
+                out.append((j, None, None))
+            elif not j.is_array:
+                out.append((j, None, j.task_offset))
+            else:
+                out.extend((j, i, j.task_offset + i) for i in self._indices(j))
+        return out
+
+    @staticmethod
+    def _indices(j: SlurmJob) -> range | list[int]:
+        return range(j.num_tasks) if not j.script_path.name else _script_indices(j)
+
+
+def _script_indices(j: SlurmJob) -> range | list[int]:
+    # A split array's indices need not start at 0 (a subset, --resume-sweep): the batch
+    # script's #SBATCH --array line says which. Plain arrays are 0..n-1.
+    try:
+        with open(j.script_path, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                m = re.match(r'#SBATCH --array="?([0-9,\-:]+)', line)
+                if m:
+                    got = expand_range(m[1])
+                    if len(got) == j.num_tasks:
+                        return got
+                    break
+                if not line.startswith("#"):
+                    break
+    except OSError:
+        pass
+    return range(j.num_tasks)
+
+
 def _parse_time(text: str) -> datetime:
     # bash writes +0000 (no colon), which datetime.fromisoformat only takes from Python 3.11.
     try:
@@ -58,32 +132,38 @@ def _parse_time(text: str) -> datetime:
         return datetime.fromisoformat(text)
 
 
-def parse_line(line: str) -> Submission:
-    """One ledger line as a Submission; ValueError saying what is wrong with it."""
+def parse_line(line: str) -> SlurmJob:
+    """One ledger line; ValueError saying what is wrong with it."""
     cols = line.rstrip("\r\n").split("\t")
-    if len(cols) != 5:
-        raise ValueError(f"{len(cols)} tab-separated fields instead of 5")
-    when, job_id, exp_name, num_tasks, script = cols
+    if len(cols) not in (5, 9):
+        raise ValueError(f"{len(cols)} tab-separated fields instead of 5 or 9")
+    when, job_id, exp_name, num_tasks, script = cols[:5]
+    sub_id, kind, offset, log = cols[5:] if len(cols) == 9 else (job_id, "job", "0", "")
     if not re.fullmatch(r"[0-9]+", job_id):
         raise ValueError(f"job id {job_id!r} is not a number")
     if not re.fullmatch(r"[0-9]+", num_tasks) or int(num_tasks) < 1:
         raise ValueError(f"task count {num_tasks!r} is not a positive whole number")
-    if not exp_name or not script:
+    if kind not in ("job", "venv") or not re.fullmatch(r"[0-9]+", offset):
+        raise ValueError(f"kind {kind!r} or task offset {offset!r} is not valid")
+    if not exp_name or (not script and kind == "job"):
         raise ValueError("empty experiment name or script path")
     try:
         submitted_at = _parse_time(when)
     except ValueError:
         raise ValueError(f"time {when!r} is not ISO 8601") from None
-    return Submission(submitted_at, job_id, exp_name, int(num_tasks), Path(script))
+    return SlurmJob(
+        submitted_at, job_id, exp_name, int(num_tasks), Path(script), sub_id or job_id,
+        kind, int(offset), log,
+    )  # fmt: skip
 
 
-def read_submissions(path: Path, on_bad_line: Callable[[str], None]) -> list[Submission]:
+def read_submissions(path: Path, on_bad_line: Callable[[str], None]) -> list[SlurmJob]:
     """Every well-formed line of the ledger at `path`, oldest first; [] if it does not exist."""
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
         return []
-    subs: list[Submission] = []
+    subs: list[SlurmJob] = []
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
@@ -92,6 +172,17 @@ def read_submissions(path: Path, on_bad_line: Callable[[str], None]) -> list[Sub
         except ValueError as exc:
             on_bad_line(f"{path}:{lineno}: skipped a malformed line ({exc})")
     return subs
+
+
+def group_submissions(jobs: list[SlurmJob]) -> list[Group]:
+    """Ledger lines grouped by submission, oldest first."""
+    groups: dict[str, Group] = {}
+    for j in jobs:
+        g = groups.get(j.submission_id)
+        if g is None:
+            g = groups[j.submission_id] = Group(j.submission_id, j.exp_name, j.submitted_at)
+        g.jobs.append(j)
+    return list(groups.values())
 
 
 def find_project_root(cwd: Path) -> Path | None:

@@ -49,7 +49,9 @@ NVIDIA_DEV_DIR="${HPC_LOCAL_NVIDIA_DEV_DIR:-/dev}"
 # unpacked from them into the cluster folder instead of being installed with apt-get.
 SLURM_DEBS="${HPC_LOCAL_SLURM_PREFIX:-}"
 # slurmdbd (accounting through MariaDB, full sacct) or none (jobcomp/filetxt, no MariaDB):
-# a private prefix carries no MariaDB.
+# a private prefix carries no MariaDB; HPC_LOCAL_ACCOUNTING=jobcomp asks for none, to test
+# a cluster without slurmdbd (hpc status).
+ACCOUNTING_ASKED="${HPC_LOCAL_ACCOUNTING:-slurmdbd}"
 ACCOUNTING=slurmdbd
 MUNGE_USER=munge
 GPU_GRES=""
@@ -85,6 +87,8 @@ Environment:
   HPC_LOCAL_SLURM_PREFIX    a folder of Debian 12 .deb files (tests/gpu/prepare_offline.sh):
                             Slurm and munge run from them, unpacked into the cluster
                             folder; no apt-get, no MariaDB (accounting: sacct -c)
+  HPC_LOCAL_ACCOUNTING      slurmdbd (default: MariaDB + slurmdbd, full sacct) or jobcomp
+                            (no slurmdbd: JobCompType=jobcomp/filetxt; sacct fails)
 
 Example:
   eval "\$(bash tests/cluster/local_cluster.sh start --nodes 4)"
@@ -204,6 +208,11 @@ validate_nodes() {
             die "HPC_LOCAL_SLURM_PREFIX=${SLURM_DEBS} holds no slurmd_*.deb: run bash tests/gpu/prepare_offline.sh where apt works, and carry tests/.gpu_stage"
         ACCOUNTING=none
     fi
+    case "${ACCOUNTING_ASKED}" in
+        slurmdbd) ;;
+        jobcomp) ACCOUNTING=none ;;
+        *) die "HPC_LOCAL_ACCOUNTING must be slurmdbd or jobcomp (got '${ACCOUNTING_ASKED}')" ;;
+    esac
 }
 
 port_in_use() {
@@ -812,6 +821,7 @@ cmd_start() {
         if [[ "$(read_setting nodes)" == "${REQUESTED_NODES}" &&
             "$(read_setting max_array_size)" == "${MAX_ARRAY_SIZE}" &&
             "$(read_setting gpus)" == "${GPU_MODE}" &&
+            "$(read_setting accounting)" == "${want_accounting}" &&
             "$(read_setting prefix)" == "$([[ -n "${SLURM_DEBS}" ]] && echo yes || echo no)" ]]; then
             log "already running (${NODES} nodes) in ${BASE}"
             print_env

@@ -1,0 +1,73 @@
+"""After submitting: which submission a user means, its tasks with their states and logs.
+
+`hpc status`, `hpc logs` and `hpc cancel` all name a submission the same way: a Slurm job
+id (`123`, or `123_4` for one array task; any of a split array's ids, or the venv job's),
+or an experiment name (its latest submission).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from hpc_toolkit.slurm import TaskQuery, TaskState
+from hpc_toolkit.submissions import Group, SlurmJob
+
+
+class TargetError(ValueError):
+    """The job id or experiment name matches no recorded submission."""
+
+
+@dataclass(frozen=True)
+class Task:
+    """One array task (or plain job, or venv job) of a submission, with what Slurm knows."""
+
+    job: SlurmJob
+    index: int | None  # array index within job.job_id
+    number: int | None  # task number in the submission (line number - 1); None: venv job
+    state: TaskState | None
+
+    @property
+    def slurm_id(self) -> str:
+        return self.job.job_id if self.index is None else f"{self.job.job_id}_{self.index}"
+
+    @property
+    def state_name(self) -> str:
+        return self.state.state if self.state else "UNKNOWN"
+
+    @property
+    def failed(self) -> bool:
+        if self.state is None:
+            return False
+        code = self.state.exit_code.split(":", 1)[0]
+        done_badly = self.state.state not in ("COMPLETED", "PENDING", "RUNNING", "REQUEUED")
+        return done_badly or (code not in ("-", "0", "") and self.state.state != "RUNNING")
+
+    def log(self, scratch: Path) -> Path:
+        return self.job.log_path(scratch, self.index)
+
+
+def resolve(target: str, groups: list[Group]) -> tuple[Group, str | None]:
+    """The submission `target` names and, for `JOB_TASK`, the task's Slurm id."""
+    m = re.fullmatch(r"([0-9]+)(?:_([0-9]+))?", target)
+    if m:
+        for g in reversed(groups):
+            if m[1] in g.job_ids:
+                return g, (target if m[2] is not None else None)
+        raise TargetError(
+            f"job {m[1]} is not in the ledger of this project: run `hpc status` for the recorded jobs"
+        )
+    for g in reversed(groups):
+        if g.exp_name == target:
+            return g, None
+    raise TargetError(
+        f"no submission of experiment {target!r} is recorded: run `hpc status` for the recorded ones"
+    )
+
+
+def tasks_of(group: Group, query: TaskQuery) -> list[Task]:
+    return [
+        Task(job, index, number, query.tasks.get((job.job_id, index)))
+        for job, index, number in group.tasks()
+    ]

@@ -357,6 +357,9 @@ def parse_usage(text: str, wanted: Iterable[str]) -> dict[Key, Usage]:
         u = out.setdefault(keys[0], Usage())
         rss = megabytes(cols[6]) or 0.0
         u.max_rss_mb = max(u.max_rss_mb, rss)
+        gpu = re.search(r"gres/gpuutil=([0-9.]+)", cols[10])
+        if gpu:
+            u.gpu_util = f"{gpu[1]}%"
         if step:
             continue
         u.state = (cols[1].split() or ["-"])[0]
@@ -368,9 +371,6 @@ def parse_usage(text: str, wanted: Iterable[str]) -> dict[Key, Usage]:
             req *= max(u.cpus, 1)  # per CPU (older Slurm's suffix)
         u.req_mem_mb = req
         u.limit_s = int(cols[7]) * 60 if cols[7].isdigit() else None
-        gpu = re.search(r"gres/gpuutil=([0-9.]+)", cols[10])
-        if gpu:
-            u.gpu_util = f"{gpu[1]}%"
     return out
 
 

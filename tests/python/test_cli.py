@@ -22,11 +22,11 @@ this line is torn
 2024-05-02T09:00:00+0000\t1003\ttrain\t1\t{jobs}/train-20240502-090000-3.sbatch
 """
 SACCT = """\
-1001|train|COMPLETED|0:0|00:10:00
-1002_0|sweep|COMPLETED|0:0|00:05:00
-1002_1|sweep|COMPLETED|0:0|00:05:00
-1002_2|sweep|FAILED|1:0|00:00:03
-1003|train|RUNNING|0:0|00:01:00
+1001|COMPLETED|0:0|00:10:00|node1
+1002_0|COMPLETED|0:0|00:05:00|node1
+1002_1|COMPLETED|0:0|00:05:00|node2
+1002_2|FAILED|1:0|00:00:03|node3
+1003|RUNNING|0:0|00:01:00|node4
 """
 
 
@@ -71,21 +71,27 @@ def test_status_table(runner: CliRunner, stub: Stub, scratch: Path) -> None:
     result = runner.invoke(app, ["status"])
     assert result.exit_code == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0].split() == ["JOB", "ID", "EXP", "TASKS", "SUBMITTED", "STATES", "LOG"]
-    assert "1001" in lines[1] and "COMPLETED 1" in lines[1]
-    assert "COMPLETED 2, FAILED 1" in lines[2]
-    assert str(scratch / "hpc_outputs" / "sweep-1002_*.out") in lines[2]
-    assert "RUNNING 1" in lines[3]
-    assert str(scratch / "hpc_outputs" / "train-1003.out") in lines[3]
-    assert len(lines) == 4
+    assert lines[0] == "States from: sacct"
+    assert lines[1].startswith("== train  jobs 1001  1 task(s)") and "COMPLETED 1" in lines[1]
+    assert lines[2].split() == ["TASK", "JOB", "STATE", "EXIT", "ELAPSED", "NODE", "LOG"]
+    assert lines[3].split()[:6] == ["0", "1001", "COMPLETED", "0:0", "00:10:00", "node1"]
+    assert lines[3].endswith(str(scratch / "hpc_outputs" / "train-1001.out"))
+    assert "COMPLETED 2, FAILED 1" in lines[4]
+    assert lines[8].split()[:6] == ["2", "1002_2", "FAILED", "1:0", "00:00:03", "node3"]
+    assert lines[8].endswith(str(scratch / "hpc_outputs" / "sweep-1002_2.out"))
+    assert "RUNNING 1" in lines[9]
+    assert len(lines) == 12
     assert "submissions.tsv:2: skipped a malformed line" in result.stderr
 
 
 def test_status_filters(runner: CliRunner, stub: Stub, scratch: Path) -> None:
     stub("sacct", SACCT)
-    result = runner.invoke(app, ["status", "--exp-name", "train", "--last", "1"])
+    result = runner.invoke(app, ["status", "--exp-name", "train", "--last", "1", "--summary"])
     assert result.exit_code == 0
-    assert [line.split()[0] for line in result.stdout.splitlines()[1:]] == ["1003"]
+    assert [line.split()[3] for line in result.stdout.splitlines()[1:]] == ["1003"]
+    one = runner.invoke(app, ["status", "1002_1"])
+    assert one.exit_code == 0
+    assert [r.split()[1] for r in one.stdout.splitlines()[3:]] == ["1002_1"]
 
 
 def test_status_scratch_dir_and_project_name(
@@ -101,12 +107,13 @@ def test_status_scratch_dir_and_project_name(
 
 
 def test_status_squeue_fallback(runner: CliRunner, stub: Stub, scratch: Path) -> None:
-    stub("squeue", "1003|RUNNING\n")
-    result = runner.invoke(app, ["status"])
+    stub("squeue", "1003|RUNNING|-|1:00|node4\n")
+    result = runner.invoke(app, ["status", "--summary"])
     assert result.exit_code == 0
     assert "sacct is not on PATH" in result.stderr
-    assert "finished jobs: their states are unknown" in result.stderr
+    assert "no source knows job(s) 1001, 1002" in result.stderr
     lines = result.stdout.splitlines()
+    assert lines[0] == "States from: squeue -t all"
     assert "UNKNOWN 1" in lines[1]
     assert "UNKNOWN 3" in lines[2]
     assert "RUNNING 1" in lines[3]

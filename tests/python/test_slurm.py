@@ -1,4 +1,4 @@
-"""Job states from stub sacct/squeue scripts placed first on PATH."""
+"""Task states from stub sacct/squeue/scontrol scripts and a job completion log."""
 
 from __future__ import annotations
 
@@ -6,20 +6,56 @@ from pathlib import Path
 
 import pytest
 
-from hpc_toolkit.slurm import count_range, parse_rows, query_states
+from hpc_toolkit.slurm import (
+    TaskState,
+    Usage,
+    advice,
+    count_range,
+    efficiency_cells,
+    expand_range,
+    megabytes,
+    parse_jobcomp,
+    parse_rows,
+    parse_scontrol,
+    parse_usage,
+    query_tasks,
+    query_usage,
+    seconds,
+)
 
 from conftest import Stub
 
 SACCT_ROWS = """\
-1001|train|COMPLETED|0:0|00:10:00
-1002_0|sweep|COMPLETED|0:0|00:05:00
-1002_1|sweep|FAILED|1:0|00:00:03
-1002_2|sweep|CANCELLED by 4242|0:15|00:01:00
-1003_[2-9%2]|big|PENDING|0:0|00:00:00
-1003_0|big|RUNNING|0:0|00:00:30
-1003_1|big|RUNNING|0:0|00:00:30
-9999|other|RUNNING|0:0|00:00:01
+1001|COMPLETED|0:0|00:10:00|node1
+1002_0|COMPLETED|0:0|00:05:00|node2
+1002_1|FAILED|1:0|00:00:03|node3
+1002_2|CANCELLED by 4242|0:15|00:01:00|node1
+1003_[2-5%2]|PENDING|0:0|00:00:00|None assigned
+1003_0|RUNNING|0:0|00:00:30|node1
+1003_1|RUNNING|0:0|00:00:30|node2
+9999|RUNNING|0:0|00:00:01|node4
 """
+JOBCOMP = """\
+JobId=2001 UserId=u(1) GroupId=g(1) Name=x JobState=COMPLETED Partition=p TimeLimit=5 StartTime=2026-11-24T10:00:00 EndTime=2026-11-24T10:01:05 NodeList=node1 NodeCnt=1 ProcCnt=1 WorkDir=/w ExitCode=0:0
+JobId=2003 UserId=u(1) GroupId=g(1) Name=x JobState=FAILED Partition=p TimeLimit=5 StartTime=2026-11-24T10:00:00 EndTime=2026-11-24T10:00:03 NodeList=node2 NodeCnt=1 ProcCnt=1 WorkDir=/w ArrayJobId=2002 ArrayTaskId=1 ExitCode=4:0
+JobId=2002 UserId=u(1) GroupId=g(1) Name=x JobState=COMPLETED Partition=p TimeLimit=5 StartTime=2026-11-24T10:00:00 EndTime=2026-11-24T10:00:03 NodeList=node3 NodeCnt=1 ProcCnt=1 WorkDir=/w ArrayJobId=2002 ArrayTaskId=0 ExitCode=0:0
+"""
+
+
+@pytest.fixture
+def conf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A slurm.conf without slurmdbd: JobCompType=jobcomp/filetxt, the log in tmp_path."""
+    log = tmp_path / "jobcomp.txt"
+    log.write_text(JOBCOMP)
+    path = tmp_path / "slurm.conf"
+    path.write_text(f"ClusterName=x\nJobCompType=jobcomp/filetxt  # comment\nJobCompLoc={log}\n")
+    monkeypatch.setenv("SLURM_CONF", str(path))
+    return log
+
+
+@pytest.fixture(autouse=True)
+def no_conf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "absent.conf"))
 
 
 @pytest.mark.parametrize(
@@ -29,79 +65,117 @@ def test_count_range(spec: str, n: int) -> None:
     assert count_range(spec) == n
 
 
-def test_parse_rows_counts_tasks_of_wanted_jobs() -> None:
-    counts = parse_rows(
-        SACCT_ROWS + "1001.batch|batch|COMPLETED|0:0|x\n", ["1001", "1002", "1003"], 2
-    )
-    assert counts["1001"] == {"COMPLETED": 1}
-    assert counts["1002"] == {"COMPLETED": 1, "FAILED": 1, "CANCELLED": 1}
-    assert counts["1003"] == {"PENDING": 8, "RUNNING": 2}
-    assert "9999" not in counts
+def test_expand_range() -> None:
+    assert expand_range("0-3%2") == [0, 1, 2, 3]
+    assert expand_range("1,5-6") == [1, 5, 6]
 
 
-def test_sacct(stub: Stub) -> None:
+def test_parse_rows_per_task_of_wanted_jobs() -> None:
+    tasks = parse_rows(SACCT_ROWS + "1001.batch|COMPLETED|0:0|x|y\n", ["1001", "1002", "1003"])
+    assert tasks[("1001", None)] == TaskState("COMPLETED", "0:0", "00:10:00", "node1")
+    assert tasks[("1002", 1)].state == "FAILED"
+    assert tasks[("1002", 2)].state == "CANCELLED"
+    assert tasks[("1003", 5)] == TaskState("PENDING", "0:0", "00:00:00", "-")
+    assert ("1003", 6) not in tasks
+    assert not [k for k in tasks if k[0] == "9999"]
+
+
+def test_sacct_one_call_for_all_jobs(stub: Stub) -> None:
     sacct = stub("sacct", SACCT_ROWS)
-    q = query_states(["1001", "1002", "1003"])
-    assert q.source == "sacct"
-    assert q.note is None
+    q = query_tasks(["1001", "1002", "1003"])
+    assert q.sources == ["sacct"]
+    assert q.notes == []
     assert q.counts["1002"]["FAILED"] == 1
+    assert q.counts["1003"] == {"PENDING": 4, "RUNNING": 2}
     argv = Path(f"{sacct}.args").read_text().splitlines()
-    assert argv == [
-        "-X",
-        "-P",
-        "-n",
-        "-o",
-        "JobID,JobName,State,ExitCode,Elapsed",
-        "-j",
-        "1001,1002,1003",
-    ]
+    assert argv == ["-X", "-P", "-n", "-o", "JobID,State,ExitCode,Elapsed,NodeList", "-j",
+                    "1001,1002,1003"]  # fmt: skip
 
 
 def test_no_jobs_runs_nothing(stub: Stub) -> None:
     sacct = stub("sacct")
-    assert query_states([]).counts == {}
+    assert query_tasks([]).tasks == {}
     assert not Path(f"{sacct}.args").exists()
 
 
-def test_sacct_missing_falls_back_to_squeue(stub: Stub) -> None:
-    squeue = stub("squeue", "1003_0|RUNNING\n1003_[1-9]|PENDING\n")
-    q = query_states(["1001", "1003"])
-    assert q.source == "squeue"
-    assert q.counts == {"1003": {"RUNNING": 1, "PENDING": 9}}
-    assert q.note is not None
-    assert "sacct is not on PATH" in q.note
-    assert "finished jobs" in q.note
-    assert Path(f"{squeue}.args").read_text().splitlines() == [
-        "-h",
-        "-o",
-        "%i|%T",
-        "-j",
-        "1001,1003",
-    ]
+def test_jobcomp_file_then_squeue_then_scontrol(stub: Stub, conf: Path) -> None:
+    stub("sacct", stderr="sacct: error: Slurm accounting storage is disabled\n", rc=1)
+    squeue = stub("squeue", "3001_0|RUNNING|-|0:30|node1\n3001_[1-2]|PENDING|-|0:00|\n")
+    scontrol = stub("scontrol", "JobId=3002 JobState=COMPLETED ExitCode=0:0 RunTime=00:00:09 NodeList=node4\n")
+    q = query_tasks(["2001", "2002", "3001", "3002"])
+    assert q.sources == [f"jobcomp file {conf}", "squeue -t all", "scontrol show job"]
+    assert "sacct failed (exit 1: sacct: error: Slurm accounting storage is disabled)" in q.notes
+    assert q.tasks[("2001", None)] == TaskState("COMPLETED", "0:0", "00:01:05", "node1")
+    assert q.tasks[("2002", 1)] == TaskState("FAILED", "4:0", "00:00:03", "node2")
+    assert q.tasks[("3001", 2)].state == "PENDING"
+    assert q.tasks[("3002", None)] == TaskState("COMPLETED", "0:0", "00:00:09", "node4")
+    assert Path(f"{squeue}.args").read_text().split() == ["-t", "all", "-h", "-o", "%i|%T|-|%M|%N"]
+    assert Path(f"{scontrol}.args").read_text().split() == ["-o", "show", "job"]
 
 
-def test_sacct_failing_falls_back_to_squeue(stub: Stub) -> None:
-    stub("sacct", stderr="sacct: error: slurmdbd down\n", rc=1)
-    stub("squeue", stderr="slurm_load_jobs error: Invalid job id specified\n", rc=1)
-    q = query_states(["1001"])
-    assert q.source == "squeue"
-    assert q.counts == {}
-    assert q.note is not None
-    assert "sacct failed (exit 1: sacct: error: slurmdbd down)" in q.note
+def test_squeue_finished_tasks_get_exit_codes_from_scontrol(stub: Stub) -> None:
+    stub("sacct", rc=1)
+    stub("squeue", "4001_0|FAILED|-|0:03|node1\n")
+    stub("scontrol", "JobId=4002 ArrayJobId=4001 ArrayTaskId=0 JobState=FAILED ExitCode=3:0 RunTime=00:00:03 NodeList=node1\n")
+    q = query_tasks(["4001"])
+    assert q.tasks[("4001", 0)] == TaskState("FAILED", "3:0", "0:03", "node1")
 
 
-def test_neither_command_answers(stub: Stub) -> None:
-    stub("sacct", stderr="sacct: fatal: no config\n", rc=1)
-    stub("squeue", stderr="squeue: fatal: no config\n", rc=1)
-    q = query_states(["1001"])
-    assert q.source == "none"
-    assert q.note is not None
-    assert "sacct failed (exit 1: sacct: fatal: no config)" in q.note
-    assert "squeue failed (exit 1: squeue: fatal: no config): job states are unknown" in q.note
+def test_nothing_answers(stub: Stub) -> None:
+    q = query_tasks(["1001"])
+    assert q.tasks == {}
+    assert q.sources == []
+    assert "sacct is not on PATH" in q.notes
+    assert "no source knows job(s) 1001" in q.notes
 
 
-def test_neither_command(stub: Stub) -> None:
-    q = query_states(["1001"])
-    assert q.source == "none"
-    assert q.note is not None
-    assert "sacct is not on PATH, and squeue is not on PATH" in q.note
+def test_parse_jobcomp_and_scontrol_keep_wanted_only() -> None:
+    assert set(parse_jobcomp(JOBCOMP.splitlines(), ["2002"])) == {("2002", 0), ("2002", 1)}
+    pending = "JobId=5 ArrayJobId=5 ArrayTaskId=1-3%2 JobState=PENDING ExitCode=0:0 RunTime=00:00:00 NodeList=(null)\n"
+    assert set(parse_scontrol(pending, ["5"])) == {("5", 1), ("5", 2), ("5", 3)}
+
+
+def test_units() -> None:
+    assert seconds("1-01:00:00") == 90000
+    assert seconds("02:03.500") == 123.5
+    assert megabytes("16G") == 16384
+    assert megabytes("4000Mn") == 4000
+    assert megabytes("2048K") == 2
+    assert megabytes("") is None
+
+
+EFF_ROWS = """\
+7001|COMPLETED|600|20:00.000|16|8G||60|1|billing=16,cpu=16,mem=8G,node=1|
+7001.batch|COMPLETED|600|20:00.000|16||1048576K||1||cpu=00:20:00
+7002|TIMEOUT|3600|01:00:00|1|1000M||60|1|cpu=1,mem=1000M,gres/gpu=1|
+7002.batch|TIMEOUT|3600|01:00:00|1||900M||1||gres/gpuutil=87
+"""
+
+
+def test_usage_and_advice(stub: Stub) -> None:
+    stub("sacct", EFF_ROWS)
+    usage = query_usage(["7001", "7002"])
+    assert not isinstance(usage, str)
+    a = usage[("7001", None)]
+    assert (a.cpus, a.elapsed_s, a.total_cpu_s, a.req_mem_mb, a.max_rss_mb) == (16, 600, 1200, 8192, 1024)
+    assert efficiency_cells(a) == ["12%", "1024M/8192M", "00:10:00/01:00:00", "not available"]
+    assert advice(a) == (
+        "used 2.0 of 16 CPUs: ask for --cpus 2; peak memory 1024M of 8192M: ask for --mem 2G; used 00:10:00 of 01:00:00: a shorter --time starts sooner"
+    )
+    b = usage[("7002", None)]
+    assert efficiency_cells(b)[3] == "87%"
+    assert "hit its time limit" in advice(b)
+
+
+def test_usage_without_sacct(stub: Stub) -> None:
+    stub("sacct", stderr="sacct: error: Slurm accounting storage is disabled\n", rc=1)
+    got = query_usage(["1"])
+    assert got == "sacct failed (exit 1: sacct: error: Slurm accounting storage is disabled)"
+
+
+def test_advice_quiet_when_close() -> None:
+    assert advice(Usage("COMPLETED", 600, 2300, 4, 4000, 3000, 900)) == ""
+
+
+def test_parse_usage_ignores_other_jobs() -> None:
+    assert parse_usage(EFF_ROWS, ["7002"]).keys() == {("7002", None)}

@@ -29,6 +29,7 @@ def test_parse_line() -> None:
         "train",
         1,
         Path("/s/p/hpc_outputs/jobs/train-1.sbatch"),
+        "1001",
     )
     assert not sub.is_array
     assert parse_line(ARRAY).is_array

@@ -41,7 +41,8 @@ class SlurmJob:
 
     @property
     def is_array(self) -> bool:
-        return self.num_tasks > 1
+        # A split array's last part may hold one task: still an array (`%a` in its log).
+        return self.num_tasks > 1 or "%a" in self.log
 
     def log_pattern(self, scratch_dir: Path) -> str:
         """Where Slurm writes the logs (a glob over the tasks for an array job)."""

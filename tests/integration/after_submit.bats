@@ -1,0 +1,128 @@
+#!/usr/bin/env bats
+# After submitting, on the cluster with slurmdbd: hpc status (per task, from sacct),
+# --efficiency, hpc logs (a task, --failed, -f while pending), hpc cancel. Arrays, split
+# arrays (HPC_MAX_ARRAY_SIZE=2: several Slurm arrays in one submission) and failed tasks.
+# The cluster without slurmdbd is after_submit_jobcomp.bats.
+
+load ../helpers/cluster
+
+setup() {
+  integration_setup proj
+}
+
+hpc() {
+  (cd "$PROJECT" && "$REPO_ROOT/.venv/bin/hpc" "$@")
+}
+
+@test "status: per task state, exit code, elapsed, node and log of a split array, from sacct" {
+  printf '%s\n' 'echo t0' 'echo t1' 'echo broken >&2; exit 4' 'echo t3' 'echo t4' \
+    >"$PROJECT/experiment_configurations.txt"
+  HPC_MAX_ARRAY_SIZE=2 submit --exp-name split --time 5
+  local ids
+  mapfile -t ids < <(sed -n 's/^Submitted batch job \([0-9]*\) .*/\1/p' <<<"$output")
+  [ "${#ids[@]}" -eq 3 ]
+  wait_job "${ids[0]}" 120 2
+  wait_job "${ids[1]}" 120 2
+  wait_job "${ids[2]}" 120 1
+  run --separate-stderr hpc status
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ "${lines[0]}" = "States from: sacct" ]
+  [[ ${lines[1]} == "== split  jobs ${ids[0]},${ids[1]},${ids[2]}  5 task(s)"*"COMPLETED 4, FAILED 1" ]]
+  local row
+  row=$(awk '$1 == 2' <<<"$output")
+  read -r -a f <<<"$row"
+  [ "${f[1]}" = "${ids[1]}_0" ]
+  [ "${f[2]}" = FAILED ]
+  [ "${f[3]}" = 4:0 ]
+  [[ ${f[4]} =~ ^[0-9:]+$ ]]
+  [[ ${f[5]} == node[1-4] ]]
+  [ "${f[6]}" = "$SCRATCH/proj/hpc_outputs/split-${ids[1]}_0.out" ]
+  grep -q 'command: echo broken' "${f[6]}"
+  [ "$(awk '$1 == 4 {print $2, $3}' <<<"$output")" = "${ids[2]}_0 COMPLETED" ]
+  # logs: one task by JOB_TASK, by --task, and the tails of the failed ones only.
+  run --separate-stderr hpc logs "${ids[2]}_0"
+  [ "$status" -eq 0 ]
+  [[ $output == *"command: echo t4"* ]]
+  run --separate-stderr hpc logs split --task 3
+  [[ $output == *"command: echo t3"* && $output != *"echo t4"* ]]
+  run --separate-stderr hpc logs split --failed -n 5
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ $output == *"==> task 2 (${ids[1]}_0) FAILED exit 4:0 on node"* ]]
+  [[ $output == *"broken"* ]]
+  [[ $output != *"task 0"* && $output != *"task 3"* ]]
+}
+
+@test "status --efficiency: CPU, memory, time used vs limit, GPU not recorded here" {
+  # shellcheck disable=SC2016 # run by the job
+  printf '%s\n' 'end=$((SECONDS + 4)); while ((SECONDS < end)); do :; done' >"$PROJECT/experiment_configurations.txt"
+  submit --exp-name eff --time 7 --cpus 2
+  wait_job "$JOB_ID"
+  run --separate-stderr hpc report eff
+  echo "$output"
+  [ "$status" -eq 0 ]
+  local -a f
+  read -r -a f <<<"$(awk '$1 == 0' <<<"$output")"
+  [ "${f[2]}" = COMPLETED ]
+  [[ ${f[6]} =~ ^[0-9]+%$ ]]
+  ((${f[6]%\%} >= 10 && ${f[6]%\%} <= 100))  # one of two CPUs busy: about 50%
+  [[ ${f[7]} =~ ^[0-9]+M/[0-9]+M$ ]]
+  [[ ${f[8]} == *"/00:07:00" ]]
+  [[ $output == *"not available"* ]]
+}
+
+@test "logs -f waits for a held job's log, follows it and ends with the job" {
+  printf '%s\n' 'echo first; sleep 4; echo second' >"$PROJECT/experiment_configurations.txt"
+  submit --exp-name follow --time 5 --sbatch-option=--hold
+  [ ! -e "$SCRATCH/proj/hpc_outputs/follow-$JOB_ID.out" ]
+  hpc logs -f "$JOB_ID" >"$BATS_TEST_TMPDIR/followed" 2>"$BATS_TEST_TMPDIR/followed.err" &
+  local pid=$!
+  sleep 3
+  kill -0 "$pid" # still waiting for the log
+  scontrol release "$JOB_ID"
+  local waited=0
+  while kill -0 "$pid" 2>/dev/null && ((waited++ < 120)); do sleep 1; done
+  wait "$pid"
+  cat "$BATS_TEST_TMPDIR/followed"
+  grep -q "waiting for $SCRATCH/proj/hpc_outputs/follow-$JOB_ID.out" "$BATS_TEST_TMPDIR/followed.err"
+  grep -qx first "$BATS_TEST_TMPDIR/followed"
+  grep -qx second "$BATS_TEST_TMPDIR/followed"
+  grep -q 'command ended with exit code 0' "$BATS_TEST_TMPDIR/followed"
+}
+
+@test "cancel: refused without a terminal or --yes; --yes cancels every array and the venv job" {
+  printf '# nothing to install\n' >"$PROJECT/requirements.txt"
+  printf 'sleep 300\n%.0s' 1 2 3 >"$PROJECT/experiment_configurations.txt"
+  HPC_MAX_ARRAY_SIZE=2 submit --exp-name long --time 10 --setup-venv --venv "$BATS_TEST_TMPDIR/v"
+  local ids venv_job
+  mapfile -t ids < <(sed -n 's/^Submitted batch job \([0-9]*\) .*/\1/p' <<<"$output")
+  venv_job=$(sed -n 's/^Submitted venv job \([0-9]*\).*/\1/p' <<<"$output")
+  [ "${#ids[@]}" -eq 2 ] && [ -n "$venv_job" ]
+  run --separate-stderr hpc cancel long </dev/null
+  [ "$status" -eq 2 ]
+  [[ $stderr == *"not on a terminal: pass --yes"* ]]
+  [ -n "$(squeue -h -j "${ids[0]}" -o %i)" ]
+  run --separate-stderr hpc cancel long --yes
+  echo "$output $stderr"
+  [ "$status" -eq 0 ]
+  [[ $output == "Cancelled $venv_job, ${ids[0]}, ${ids[1]} (long, 3 task(s))" ]]
+  wait_job "$venv_job" 60
+  wait_job "${ids[0]}" 60
+  wait_job "${ids[1]}" 60
+  # The venv job (nothing to install) may have finished before the cancel.
+  [[ $(job_state "$venv_job") == @(CANCELLED|COMPLETED)* ]]
+  job_states "${ids[1]}" | grep -q CANCELLED
+  run --separate-stderr hpc status long --summary
+  echo "$output"
+  [[ ${lines[1]} == *"CANCELLED 3" ]]
+}
+
+@test "status, logs and cancel name what to do for an unknown job or experiment" {
+  run --separate-stderr hpc logs 999999
+  [ "$status" -eq 1 ]
+  [[ $stderr == *"job 999999 is not in the ledger of this project: run \`hpc status\`"* ]]
+  run --separate-stderr hpc cancel nope --yes
+  [ "$status" -eq 1 ]
+  [[ $stderr == *"no submission of experiment 'nope' is recorded"* ]]
+}

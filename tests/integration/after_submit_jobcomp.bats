@@ -1,0 +1,90 @@
+#!/usr/bin/env bats
+# After submitting, on a cluster WITHOUT slurmdbd (JobCompType=jobcomp/filetxt only, as
+# many lab clusters run): `sacct` fails, yet hpc status knows every task's state from
+# the job completion log and squeue -t all. This file starts its own jobcomp-only cluster
+# beside the shared one (HPC_JOBCOMP_CLUSTER_DIR, HPC_JOBCOMP_CLUSTER_PORT_OFFSET) and
+# stops it at the end.
+
+load ../helpers/cluster
+
+setup_file() {
+  export HPC_LOCAL_CLUSTER_DIR=${HPC_JOBCOMP_CLUSTER_DIR:-/tmp/hpc_cluster_jobcomp}
+  export HPC_LOCAL_CLUSTER_PORT_OFFSET=${HPC_JOBCOMP_CLUSTER_PORT_OFFSET:-400}
+  local env_lines
+  env_lines=$(HPC_LOCAL_ACCOUNTING=jobcomp bash "$BATS_TEST_DIRNAME/../cluster/local_cluster.sh" start)
+  eval "$env_lines"
+  export SLURM_CONF
+}
+
+teardown_file() {
+  bash "$BATS_TEST_DIRNAME/../cluster/local_cluster.sh" stop
+}
+
+setup() {
+  integration_setup proj
+  # The cluster really has no accounting database.
+  run sacct -X -j 1
+  [ "$status" -ne 0 ]
+  [[ $output == *"accounting storage is disabled"* ]]
+}
+
+hpc() {
+  (cd "$PROJECT" && "$REPO_ROOT/.venv/bin/hpc" "$@")
+}
+
+# wait_gone ID...: until squeue lists none of the jobs as pending or running.
+wait_gone() {
+  local waited=0
+  while [[ -n $(squeue -h -t pending,running,completing -j "$(IFS=,; echo "$*")" -o %i 2>/dev/null) ]]; do
+    ((waited++ < 240)) || return 1
+    sleep 0.5
+  done
+}
+
+@test "jobcomp only: pending and running tasks from squeue -t all, finished ones from the completion log" {
+  printf '%s\n' 'sleep 6' 'echo broken >&2; exit 4' 'true' >"$PROJECT/experiment_configurations.txt"
+  HPC_MAX_ARRAY_SIZE=2 submit --exp-name jc --time 5 --max-parallel 1
+  local ids
+  mapfile -t ids < <(sed -n 's/^Submitted batch job \([0-9]*\) .*/\1/p' <<<"$output")
+  [ "${#ids[@]}" -eq 2 ]
+  run --separate-stderr hpc status jc
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ ${lines[0]} == "States from: "*"squeue -t all"* ]]
+  [[ $stderr == *"sacct failed (exit 1"*"accounting storage is disabled"* ]]
+  [[ $output != *UNKNOWN* ]]
+  [[ $output == *"${ids[1]}_0  PENDING"* ]]
+  wait_gone "${ids[@]}"
+  # squeue still remembers them (MinJobAge): the completion log must answer first.
+  run --separate-stderr hpc status jc
+  echo "$output"
+  [[ ${lines[0]} == "States from: jobcomp file $HPC_LOCAL_CLUSTER_DIR/log/jobcomp.txt" ]]
+  [[ ${lines[1]} == *"COMPLETED 2, FAILED 1" ]]
+  local -a f
+  read -r -a f <<<"$(awk '$1 == 1' <<<"$output")"
+  [ "${f[1]}" = "${ids[0]}_1" ] && [ "${f[2]}" = FAILED ] && [ "${f[3]}" = 4:0 ]
+  [[ ${f[4]} =~ ^[0-9:]+$ && ${f[5]} == node[1-4] ]]
+  [ "${f[6]}" = "$SCRATCH/proj/hpc_outputs/jc-${ids[0]}_1.out" ]
+  read -r -a f <<<"$(awk '$1 == 2' <<<"$output")"
+  [ "${f[1]}" = "${ids[1]}_0" ] && [ "${f[2]}" = COMPLETED ]
+  run --separate-stderr hpc logs jc --failed
+  [[ $output == *"==> task 1 (${ids[0]}_1) FAILED exit 4:0"* && $output == *broken* ]]
+  run --separate-stderr hpc status jc --efficiency
+  [[ $output == *"Efficiency: not available (sacct failed"* ]]
+}
+
+@test "jobcomp only: a job no source knows any more is named on stderr and shown UNKNOWN, never hidden" {
+  printf 'true\n' >"$PROJECT/experiment_configurations.txt"
+  submit --exp-name gone --time 5
+  wait_gone "$JOB_ID"
+  # A job id no source knows (purged everywhere), recorded by hand in the ledger.
+  printf '2026-01-01T00:00:00+0000\t7\tgone\t1\t%s\tsub7\tjob\t0\t%s\n' \
+    "$SCRATCH/proj/hpc_outputs/jobs/x.sbatch" "$SCRATCH/proj/hpc_outputs/gone-%j.out" \
+    >>"$SCRATCH/proj/hpc_outputs/jobs/submissions.tsv"
+  run --separate-stderr hpc status --summary
+  echo "$output $stderr"
+  [ "$status" -eq 0 ]
+  [[ $stderr == *"no source knows job(s) 7"* ]]
+  [[ $output == *"jobs $JOB_ID "*"COMPLETED 1"* ]]
+  [[ $output == *"jobs 7 "*"UNKNOWN 1"* ]]
+}

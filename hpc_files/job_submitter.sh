@@ -62,11 +62,16 @@
 #       --no-requeue             never requeue: the job just ends at its wall time
 #   -n, --dry-run                print the batch script, the commands and the sbatch
 #                                command line; write and submit nothing
+#       --snapshot               run the job from a copy of the project's git-tracked files
+#                                made now (edits while it waits change nothing it runs)
+#       --mail                   Slurm mails at the job's end and failure ($HPC_MAIL_USER,
+#                                else the profile's HPC_DEFAULT_MAIL_USER)
 #   -y, --yes                    do not ask before submitting large arrays
 #   -h, --help                   this help
 #
 # Options take their value as the next word or after '=' (--gpus=2). Environment:
-# SCRATCH (required), HPC_CLUSTER, HPC_VENV, HPC_PROJECT_NAME, HPC_QUIET. See README.md.
+# SCRATCH (required), HPC_CLUSTER, HPC_VENV, HPC_PROJECT_NAME, HPC_QUIET, HPC_MAIL_USER.
+# See README.md.
 set -euo pipefail
 
 HPC_PROG=job_submitter.sh
@@ -121,7 +126,7 @@ HPC_TOOLKIT_DIR=${BASH_SOURCE[0]}
 HPC_TOOLKIT_DIR=${HPC_TOOLKIT_DIR%/*}
 # shellcheck source=hpc_files/lib/hpc_lib.sh
 source "$HPC_TOOLKIT_DIR/lib/hpc_lib.sh"
-for _part in options profile validate resources configs count_args plan submit ledger venv container staging wandb_key sweep arrays cluster; do
+for _part in options profile validate resources configs count_args plan submit ledger coderecord mail venv container staging wandb_key sweep arrays cluster; do
   # shellcheck source=/dev/null
   source "$HPC_TOOLKIT_DIR/lib/$_part.sh"
 done
@@ -147,6 +152,8 @@ prepare() {
   hpc_add_count_args
   hpc_staging_settle
   hpc_settle_container
+  hpc_code_settle
+  hpc_mail_settle
 }
 
 main() {
@@ -181,6 +188,8 @@ main() {
   hpc_venv_check
   confirm_large_array "${#J_COMMANDS[@]}"
   HPC_DIE_STATUS=1 # from here on a failure is the machine's or Slurm's, not the input's
+  HPC_CODE_SOURCE_DIR=$J_SOURCE_DIR
+  hpc_code_snapshot
   hpc_staging_build
   ((OPT_SETUP_VENV == 0)) || hpc_venv_submit_build venv_job
   ! hpc_sweep_requested || hpc_sweep_write # an offline sweep's folder, just before sbatch
@@ -192,6 +201,7 @@ main() {
     hpc_submit "$script_text"$'\n' "$venv_job"
     print_submitted
   fi
+  hpc_code_record
   ! hpc_sweep_requested || hpc_sweep_submitted
 }
 

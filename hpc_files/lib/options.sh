@@ -19,6 +19,7 @@ hpc_options_reset() {
   OPT_RESULTS_DIR="" OPT_SYNC_EVERY=""
   OPT_DATA=() OPT_SBATCH_OPTIONS=()
   OPT_RUNS_PER_AGENT="" OPT_AGENT_STAGGER="" OPT_RESUME_SWEEP="" OPT_AGENTS_PER_GPU=0
+  OPT_SNAPSHOT=0 OPT_MAIL=0 # coderecord.sh, mail.sh
 }
 
 _opt_needs_value() {
@@ -80,7 +81,7 @@ hpc_parse_options() {
     fi
     case $opt in
       -h | --help | -n | --dry-run | -y | --yes | --setup-venv | --no-requeue | --container-to-local | \
-        --agents-per-gpu)
+        --agents-per-gpu | --snapshot | --mail)
         ((inline == 0)) || die_usage "option $opt takes no value"
         case $opt in
           -h | --help) OPT_HELP=1 ;;
@@ -90,6 +91,8 @@ hpc_parse_options() {
           --no-requeue) OPT_NO_REQUEUE=1 ;;
           --container-to-local) OPT_CONTAINER_TO_LOCAL=1 ;;
           --agents-per-gpu) OPT_AGENTS_PER_GPU=1 ;;
+          --snapshot) OPT_SNAPSHOT=1 ;;
+          --mail) OPT_MAIL=1 ;;
         esac
         continue
         ;;

@@ -108,6 +108,8 @@ EOF
   _export HPC_JOB_SCRIPT "$J_SCRIPT_PATH"
   # The cluster's Slurm, read once at submission (cluster.sh); not known in a dry run.
   [[ -z ${J_SLURM_VERSION:-} ]] || _export HPC_SLURM_VERSION "$J_SLURM_VERSION"
+  # The code it runs (coderecord.sh); absent outside git.
+  [[ -z ${J_GIT_COMMIT:-} ]] || _export HPC_GIT_COMMIT "$J_GIT_COMMIT"
   _export HPC_LAUNCHER "$J_LAUNCHER"
   _export HPC_NUM_NODES "$J_NODES"
   _export HPC_GPUS_PER_NODE "$J_GPUS"

@@ -1,0 +1,61 @@
+# shellcheck shell=bash
+# The code each job ran: the project's git commit, branch, `git diff HEAD` and untracked
+# files' names, recorded beside the batch script (<exp>-<stamp>.git and .diff); the job
+# log names the commit (HPC_GIT_COMMIT). --snapshot runs the job from a content-addressed
+# copy of the tracked files (as they are now, edits included) under
+# $SCRATCH/<project>/hpc_outputs/snapshots/<tree hash>, so edits made while the job waits
+# do not change what it runs. Without git: say so, record nothing, never fail.
+
+# hpc_code_settle: J_GIT_COMMIT and J_GIT_BRANCH ("" outside git); --snapshot needs git.
+hpc_code_settle() {
+  J_GIT_COMMIT="" J_GIT_BRANCH="" J_SNAPSHOT_DIR=""
+  if command -v git >/dev/null && git -C "$J_SOURCE_DIR" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    J_GIT_COMMIT=$(git -C "$J_SOURCE_DIR" rev-parse --verify -q HEAD 2>/dev/null) || J_GIT_COMMIT=""
+    J_GIT_BRANCH=$(git -C "$J_SOURCE_DIR" symbolic-ref -q --short HEAD 2>/dev/null) || J_GIT_BRANCH="(detached)"
+  fi
+  if [[ -z $J_GIT_COMMIT ]]; then
+    ((OPT_SNAPSHOT == 0)) ||
+      die_usage "--snapshot copies the project's git-tracked files, but $J_SOURCE_DIR is not in a git repository with a commit (git init && git add -A && git commit), or git is missing: drop --snapshot"
+    say "note: $J_SOURCE_DIR is not in a git repository with a commit (or git is missing): the code the job runs is not recorded"
+  fi
+}
+
+# hpc_code_snapshot: with --snapshot, copy the tracked files (working-tree contents) once
+# per distinct content, and run the job from there (J_SOURCE_DIR).
+hpc_code_snapshot() {
+  ((OPT_SNAPSHOT)) || return 0
+  local src=$J_SOURCE_DIR stash tree dir tmp part
+  # A commit of the working tree's tracked files (HEAD's own when nothing changed).
+  stash=$(git -C "$src" stash create 2>/dev/null) || stash=""
+  tree=$(git -C "$src" rev-parse "${stash:-HEAD}^{tree}") || die "git could not name the project's files for --snapshot"
+  dir=$J_SCRATCH_DIR/hpc_outputs/snapshots/$tree
+  if [[ ! -d $dir ]]; then
+    mkdir -p -- "${dir%/*}" || die "cannot create ${dir%/*}"
+    tmp=$dir.tmp.$$
+    mkdir -p -- "$tmp" &&
+      git -C "$src" archive --format=tar "$tree" | tar -x -C "$tmp" ||
+      { rm -rf -- "$tmp"; die "could not copy the project's tracked files to $dir for --snapshot"; }
+    # The toolkit itself must be there even when the project does not track it.
+    for part in hpc_files virtual_env_hpc_files singularity_hpc_files; do
+      [[ ! -d $src/$part || -e $tmp/$part ]] || cp -R -- "$src/$part" "$tmp/$part"
+    done
+    mv -T -- "$tmp" "$dir" 2>/dev/null || rm -rf -- "$tmp" # another submission made it first
+  fi
+  J_SNAPSHOT_DIR=$dir
+  J_SOURCE_DIR=$dir
+  say "snapshot: the job runs the project's tracked files as copied to $dir"
+}
+
+# hpc_code_record: after a successful submission, the .git and .diff files beside it.
+hpc_code_record() {
+  [[ -n $J_GIT_COMMIT ]] || return 0
+  # The project's own folder, also with --snapshot (main keeps it in HPC_CODE_SOURCE_DIR).
+  local src=${HPC_CODE_SOURCE_DIR:-$J_SOURCE_DIR} base=${J_COMMANDS_PATH%.commands} text diff untracked
+  diff=$(git -C "$src" diff HEAD 2>/dev/null) || diff=""
+  untracked=$(git -C "$src" ls-files --others --exclude-standard 2>/dev/null) || untracked=""
+  printf -v text 'commit: %s\nbranch: %s\nproject: %s\nsnapshot: %s\nuncommitted changes: %s\nuntracked files:\n%s' \
+    "$J_GIT_COMMIT" "$J_GIT_BRANCH" "$src" "${J_SNAPSHOT_DIR:-none}" \
+    "$([[ -n $diff ]] && printf 'yes (%s.diff)' "$base" || printf none)" "${untracked:+$untracked$'\n'}"
+  _write_atomic "$base.git" "$text" 2>/dev/null || warn "could not write $base.git"
+  [[ -z $diff ]] || _write_atomic "$base.diff" "$diff"$'\n' 2>/dev/null || warn "could not write $base.diff"
+}

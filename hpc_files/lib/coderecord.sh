@@ -32,9 +32,10 @@ hpc_code_snapshot() {
   if [[ ! -d $dir ]]; then
     mkdir -p -- "${dir%/*}" || die "cannot create ${dir%/*}"
     tmp=$dir.tmp.$$
-    mkdir -p -- "$tmp" &&
-      git -C "$src" archive --format=tar "$tree" | tar -x -C "$tmp" ||
-      { rm -rf -- "$tmp"; die "could not copy the project's tracked files to $dir for --snapshot"; }
+    if ! mkdir -p -- "$tmp" || ! git -C "$src" archive --format=tar "$tree" | tar -x -C "$tmp"; then
+      rm -rf -- "$tmp"
+      die "could not copy the project's tracked files to $dir for --snapshot"
+    fi
     # The toolkit itself must be there even when the project does not track it.
     for part in hpc_files virtual_env_hpc_files singularity_hpc_files; do
       [[ ! -d $src/$part || -e $tmp/$part ]] || cp -R -- "$src/$part" "$tmp/$part"

@@ -10,5 +10,5 @@ hpc_mail_settle() {
     die_usage "--mail needs an address: export HPC_MAIL_USER=you@example.org, or set HPC_DEFAULT_MAIL_USER in the cluster profile"
   [[ $addr =~ ^[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+$ ]] ||
     die_usage "mail address '$addr' is not valid (HPC_MAIL_USER or the profile's HPC_DEFAULT_MAIL_USER): use name@host"
-  J_SBATCH_OPTIONS+=(--mail-type=END,FAIL "--mail-user=$addr")
+  J_SBATCH_OPTIONS+=("--mail-type=END,FAIL" "--mail-user=$addr")
 }

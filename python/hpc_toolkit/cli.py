@@ -36,7 +36,7 @@ from hpc_toolkit.submissions import (
     ledger_path,
     read_submissions,
 )
-from hpc_toolkit.tracking import Task, TargetError, resolve, tasks_of
+from hpc_toolkit.tracking import TargetError, Task, resolve, tasks_of
 
 app = typer.Typer(
     name="hpc",

@@ -49,8 +49,11 @@ class SlurmRequeue(pl.Callback):
     then stops without a checkpoint.
     """
 
-    def __init__(self, dirpath: str | Path | None = None,
-                 signals: tuple[signal.Signals, ...] = (signal.SIGUSR1, signal.SIGTERM)) -> None:
+    def __init__(
+        self,
+        dirpath: str | Path | None = None,
+        signals: tuple[signal.Signals, ...] = (signal.SIGUSR1, signal.SIGTERM),
+    ) -> None:
         self.dirpath = Path(dirpath) if dirpath is not None else None
         self.signals = signals
         self._flag = threading.Event()
@@ -67,8 +70,14 @@ class SlurmRequeue(pl.Callback):
                 signal.signal(sig, self._handle)
 
     # -- at a batch boundary: agree, save, stop -----------------------------------------
-    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
-                           outputs: Any, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_end(
+        self,
+        trainer: pl.Trainer,
+        pl_module: pl.LightningModule,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+    ) -> None:
         requested = trainer.strategy.reduce_boolean_decision(self._flag.is_set(), all=False)
         if not requested or self.saved_path is not None:
             return
@@ -84,8 +93,11 @@ class SlurmRequeue(pl.Callback):
             env = os.environ
             if "HPC_LAUNCHER" not in env and "SLURM_JOB_ID" in env:
                 # An array task is ARRAY_TASK: its own job id can name the whole array.
-                job = (f"{env['SLURM_ARRAY_JOB_ID']}_{env['SLURM_ARRAY_TASK_ID']}"
-                       if "SLURM_ARRAY_TASK_ID" in env else env["SLURM_JOB_ID"])
+                job = (
+                    f"{env['SLURM_ARRAY_JOB_ID']}_{env['SLURM_ARRAY_TASK_ID']}"
+                    if "SLURM_ARRAY_TASK_ID" in env
+                    else env["SLURM_JOB_ID"]
+                )
                 subprocess.run(["scontrol", "requeue", job], check=False)
 
     @staticmethod

@@ -33,7 +33,9 @@ FINISHED = frozenset(
 )  # fmt: skip
 
 # 123, 123_4, 123_[0-9%4], 123+0 (heterogeneous jobs); steps (123.batch) do not match.
-_JOB_ID = re.compile(r"(?P<job>[0-9]+)(?:_(?:(?P<index>[0-9]+)|\[(?P<range>[^\]]*)\]))?(?:\+[0-9]+)?")
+_JOB_ID = re.compile(
+    r"(?P<job>[0-9]+)(?:_(?:(?P<index>[0-9]+)|\[(?P<range>[^\]]*)\]))?(?:\+[0-9]+)?"
+)
 
 Key = tuple[str, "int | None"]  # (the job id in the ledger, the array index or None)
 Runner = Callable[[list[str]], "subprocess.CompletedProcess[str] | str"]
@@ -294,7 +296,9 @@ def query_tasks(job_ids: Sequence[str], run: Runner = run_command) -> TaskQuery:
             take(found, "scontrol show job")
     left = [i for i in ids if i not in q.known_jobs()]
     if left:
-        q.notes.append(f"no source knows job(s) {', '.join(left[:5])}{' ...' if len(left) > 5 else ''}")
+        q.notes.append(
+            f"no source knows job(s) {', '.join(left[:5])}{' ...' if len(left) > 5 else ''}"
+        )
     return q
 
 
@@ -398,17 +402,16 @@ def advice(u: Usage) -> str:
             tips.append(f"used {used:.1f} of {u.cpus} CPUs: ask for --cpus {want}")
     if u.req_mem_mb and u.max_rss_mb and u.max_rss_mb < u.req_mem_mb / 4:
         want_mb = max(u.max_rss_mb * 1.5, 256)
-        tips.append(
-            f"peak memory {u.max_rss_mb:.0f}M of {u.req_mem_mb:.0f}M: ask for --mem {want_mb / 1024:.0f}G"
-            if want_mb >= 1024
-            else f"peak memory {u.max_rss_mb:.0f}M of {u.req_mem_mb:.0f}M: ask for --mem {want_mb:.0f}M"
-        )
+        mem = f"{want_mb / 1024:.0f}G" if want_mb >= 1024 else f"{want_mb:.0f}M"
+        tips.append(f"peak memory {u.max_rss_mb:.0f}M of {u.req_mem_mb:.0f}M: ask for --mem {mem}")
     if u.state == "OUT_OF_MEMORY" and u.req_mem_mb:
         tips.append(f"ran out of memory: ask for more than --mem {u.req_mem_mb:.0f}M")
     if u.state == "TIMEOUT":
         tips.append("hit its time limit: ask for more --time, or checkpoint and requeue")
     elif u.limit_s and u.elapsed_s >= 300 and u.elapsed_s < u.limit_s / 4:
-        tips.append(f"used {_hms(u.elapsed_s)} of {_hms(u.limit_s)}: a shorter --time starts sooner")
+        tips.append(
+            f"used {_hms(u.elapsed_s)} of {_hms(u.limit_s)}: a shorter --time starts sooner"
+        )
     return "; ".join(tips)
 
 

@@ -56,13 +56,15 @@ def resolve(target: str, groups: list[Group]) -> tuple[Group, str | None]:
             if m[1] in g.job_ids:
                 return g, (target if m[2] is not None else None)
         raise TargetError(
-            f"job {m[1]} is not in the ledger of this project: run `hpc status` for the recorded jobs"
+            f"job {m[1]} is not in the ledger of this project: "
+            "run `hpc status` for the recorded jobs"
         )
     for g in reversed(groups):
         if g.exp_name == target:
             return g, None
     raise TargetError(
-        f"no submission of experiment {target!r} is recorded: run `hpc status` for the recorded ones"
+        f"no submission of experiment {target!r} is recorded: "
+        "run `hpc status` for the recorded ones"
     )
 
 

@@ -31,7 +31,7 @@ git_init() {
   local log=$SCRATCH/proj/hpc_outputs/snap-$JOB_ID.out record commit
   cat "$log"
   grep -qx 'old code' "$log"
-  ! grep -q 'new code' "$log"
+  ! grep -q 'new code' "$log" || false
   commit=$(git -C "$PROJECT" rev-parse HEAD)
   grep -q "code: git commit $commit, run from $SCRATCH/proj/hpc_outputs/snapshots/" "$log"
   record=$(find "$SCRATCH/proj/hpc_outputs/jobs" -name 'snap-*.git')
@@ -55,7 +55,7 @@ git_init() {
   grep -q "code: git commit $(git -C "$PROJECT" rev-parse HEAD), run from $PROJECT " \
     "$SCRATCH/proj/hpc_outputs/plain-$JOB_ID.out"
   [ ! -e "$SCRATCH/proj/hpc_outputs/snapshots" ]
-  ! find "$SCRATCH/proj/hpc_outputs/jobs" -name 'plain-*.diff' | grep -q . # clean tree: no diff
+  [ -z "$(find "$SCRATCH/proj/hpc_outputs/jobs" -name 'plain-*.diff')" ] # clean tree: no diff
 }
 
 @test "no git: the job runs, nothing is recorded, the submitter says so; --snapshot is refused" {
@@ -64,7 +64,7 @@ git_init() {
   wait_job "$JOB_ID"
   [ "$(job_state "$JOB_ID")" = COMPLETED ]
   [ -z "$(find "$SCRATCH/proj/hpc_outputs/jobs" -name '*.git')" ]
-  ! grep -q 'code: git commit' "$SCRATCH/proj/hpc_outputs/nogit-$JOB_ID.out"
+  ! grep -q 'code: git commit' "$SCRATCH/proj/hpc_outputs/nogit-$JOB_ID.out" || false
   run --separate-stderr submitter --exp-name nogit2 --snapshot
   [ "$status" -eq 2 ]
   [[ $stderr == *"--snapshot copies the project's git-tracked files"* ]]

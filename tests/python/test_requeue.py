@@ -67,7 +67,8 @@ def test_latest_checkpoint_and_atomic_save(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("sig", [signal.SIGUSR1, signal.SIGTERM], ids=["warning", "sigterm"])
 def test_lightning_callback_checkpoints_at_a_batch_end_and_resumes(
-        tmp_path: Path, sig: signal.Signals) -> None:
+    tmp_path: Path, sig: signal.Signals
+) -> None:
     """SIGUSR1 (the wall-time warning) and SIGTERM (a preemption's, sent by Slurm to every
     rank) both only set the flag: Lightning's own SIGTERM handler, which runs a collective
     inside the handler and stops without a checkpoint, is replaced while training."""
@@ -94,9 +95,16 @@ def test_lightning_callback_checkpoints_at_a_batch_end_and_resumes(
     data = DataLoader(TensorDataset(torch.randn(64, 2), torch.randn(64, 1)), batch_size=4)
 
     def trainer(cb: SlurmRequeue) -> lightning.Trainer:  # type: ignore[name-defined]
-        return lightning.Trainer(accelerator="cpu", max_steps=12, default_root_dir=tmp_path,
-                                 callbacks=[cb], logger=False, enable_progress_bar=False,
-                                 enable_checkpointing=False, enable_model_summary=False)
+        return lightning.Trainer(
+            accelerator="cpu",
+            max_steps=12,
+            default_root_dir=tmp_path,
+            callbacks=[cb],
+            logger=False,
+            enable_progress_bar=False,
+            enable_checkpointing=False,
+            enable_model_summary=False,
+        )
 
     first = SlurmRequeue(dirpath=tmp_path)
     t1 = trainer(first)

@@ -1,5 +1,7 @@
 """Task states from stub sacct/squeue/scontrol scripts and a job completion log."""
 
+# ruff: noqa: E501  (rows as Slurm prints them)
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -101,7 +103,9 @@ def test_no_jobs_runs_nothing(stub: Stub) -> None:
 def test_jobcomp_file_then_squeue_then_scontrol(stub: Stub, conf: Path) -> None:
     stub("sacct", stderr="sacct: error: Slurm accounting storage is disabled\n", rc=1)
     squeue = stub("squeue", "3001_0|RUNNING|-|0:30|node1\n3001_[1-2]|PENDING|-|0:00|\n")
-    scontrol = stub("scontrol", "JobId=3002 JobState=COMPLETED ExitCode=0:0 RunTime=00:00:09 NodeList=node4\n")
+    scontrol = stub(
+        "scontrol", "JobId=3002 JobState=COMPLETED ExitCode=0:0 RunTime=00:00:09 NodeList=node4\n"
+    )
     q = query_tasks(["2001", "2002", "3001", "3002"])
     assert q.sources == [f"jobcomp file {conf}", "squeue -t all", "scontrol show job"]
     assert "sacct failed (exit 1: sacct: error: Slurm accounting storage is disabled)" in q.notes
@@ -116,7 +120,10 @@ def test_jobcomp_file_then_squeue_then_scontrol(stub: Stub, conf: Path) -> None:
 def test_squeue_finished_tasks_get_exit_codes_from_scontrol(stub: Stub) -> None:
     stub("sacct", rc=1)
     stub("squeue", "4001_0|FAILED|-|0:03|node1\n")
-    stub("scontrol", "JobId=4002 ArrayJobId=4001 ArrayTaskId=0 JobState=FAILED ExitCode=3:0 RunTime=00:00:03 NodeList=node1\n")
+    stub(
+        "scontrol",
+        "JobId=4002 ArrayJobId=4001 ArrayTaskId=0 JobState=FAILED ExitCode=3:0 RunTime=00:00:03 NodeList=node1\n",
+    )
     q = query_tasks(["4001"])
     assert q.tasks[("4001", 0)] == TaskState("FAILED", "3:0", "0:03", "node1")
 
@@ -157,7 +164,13 @@ def test_usage_and_advice(stub: Stub) -> None:
     usage = query_usage(["7001", "7002"])
     assert not isinstance(usage, str)
     a = usage[("7001", None)]
-    assert (a.cpus, a.elapsed_s, a.total_cpu_s, a.req_mem_mb, a.max_rss_mb) == (16, 600, 1200, 8192, 1024)
+    assert (a.cpus, a.elapsed_s, a.total_cpu_s, a.req_mem_mb, a.max_rss_mb) == (
+        16,
+        600,
+        1200,
+        8192,
+        1024,
+    )
     assert efficiency_cells(a) == ["12%", "1024M/8192M", "00:10:00/01:00:00", "not available"]
     assert advice(a) == (
         "used 2.0 of 16 CPUs: ask for --cpus 2; peak memory 1024M of 8192M: ask for --mem 2G; used 00:10:00 of 01:00:00: a shorter --time starts sooner"

@@ -98,7 +98,11 @@ hpc_job_begin() {
   [[ -z ${HPC_WANDB_KEY_FILE:-} ]] || hpc_load_wandb_key "$HPC_WANDB_KEY_FILE"
   hpc_log "job ${SLURM_JOB_ID:-?}${SLURM_ARRAY_TASK_ID:+ (array task $SLURM_ARRAY_TASK_ID of $HPC_NUM_TASKS)}, attempt $((HPC_RESTART_COUNT + 1)), nodes ${SLURM_JOB_NODELIST:-?}, Slurm ${HPC_SLURM_VERSION:-unknown}"
   hpc_log "command: $HPC_COMMAND"
-  [[ -z ${HPC_GIT_COMMIT:-} ]] || hpc_log "code: git commit $HPC_GIT_COMMIT, run from $source_dir (record: ${HPC_COMMANDS_FILE%.commands}.git)"
+  if [[ -n ${HPC_GIT_COMMIT:-} ]]; then
+    hpc_log "code: git commit $HPC_GIT_COMMIT, run from $source_dir (record: ${HPC_COMMANDS_FILE%.commands}.git)"
+  else
+    hpc_log "code: not recorded ($source_dir was not in a git repository with a commit at submission)"
+  fi
 }
 
 # hpc_load_wandb_key FILE: WANDB_API_KEY from FILE (saved there at submission so the key

@@ -4,7 +4,8 @@
 # log names the commit (HPC_GIT_COMMIT). --snapshot runs the job from a content-addressed
 # copy of the tracked files (as they are now, edits included) under
 # $SCRATCH/<project>/hpc_outputs/snapshots/<tree hash>, so edits made while the job waits
-# do not change what it runs. Without git: say so, record nothing, never fail.
+# do not change what it runs. Without git: record nothing, never fail; the job log says
+# that the code is not recorded.
 
 # hpc_code_settle: J_GIT_COMMIT and J_GIT_BRANCH ("" outside git); --snapshot needs git.
 hpc_code_settle() {
@@ -16,7 +17,7 @@ hpc_code_settle() {
   if [[ -z $J_GIT_COMMIT ]]; then
     ((OPT_SNAPSHOT == 0)) ||
       die_usage "--snapshot copies the project's git-tracked files, but $J_SOURCE_DIR is not in a git repository with a commit (git init && git add -A && git commit), or git is missing: drop --snapshot"
-    say "note: $J_SOURCE_DIR is not in a git repository with a commit (or git is missing): the code the job runs is not recorded"
+    # Said in the job's log (job_runtime.sh), not here: a submission outside git is normal.
   fi
 }
 

@@ -2,22 +2,28 @@
 # After submitting, on a cluster WITHOUT slurmdbd (JobCompType=jobcomp/filetxt only, as
 # many lab clusters run): `sacct` fails, yet hpc status knows every task's state from
 # the job completion log and squeue -t all. This file starts its own jobcomp-only cluster
-# beside the shared one (HPC_JOBCOMP_CLUSTER_DIR, HPC_JOBCOMP_CLUSTER_PORT_OFFSET) and
-# stops it at the end.
+# beside whichever one the run uses (its folder + "_jobcomp", its ports 100 higher; the
+# sweep_split one is at + 50) and stops it at the end.
 
 load ../helpers/cluster
 
+jobcomp_cluster() {
+  HPC_LOCAL_CLUSTER_DIR=${JOBCOMP_BESIDE_DIR}_jobcomp \
+    HPC_LOCAL_CLUSTER_PORT_OFFSET=$((JOBCOMP_BESIDE_OFFSET + 100)) \
+    HPC_LOCAL_ACCOUNTING=jobcomp bash "$BATS_TEST_DIRNAME/../cluster/local_cluster.sh" "$@"
+}
+
 setup_file() {
-  export HPC_LOCAL_CLUSTER_DIR=${HPC_JOBCOMP_CLUSTER_DIR:-/tmp/hpc_cluster_jobcomp}
-  export HPC_LOCAL_CLUSTER_PORT_OFFSET=${HPC_JOBCOMP_CLUSTER_PORT_OFFSET:-400}
+  export JOBCOMP_BESIDE_DIR=${HPC_LOCAL_CLUSTER_DIR:-/tmp/hpc_local_cluster}
+  export JOBCOMP_BESIDE_OFFSET=${HPC_LOCAL_CLUSTER_PORT_OFFSET:-0}
   local env_lines
-  env_lines=$(HPC_LOCAL_ACCOUNTING=jobcomp bash "$BATS_TEST_DIRNAME/../cluster/local_cluster.sh" start)
+  env_lines=$(jobcomp_cluster start)
   eval "$env_lines"
-  export SLURM_CONF
+  export SLURM_CONF HPC_LOCAL_CLUSTER_DIR
 }
 
 teardown_file() {
-  bash "$BATS_TEST_DIRNAME/../cluster/local_cluster.sh" stop
+  jobcomp_cluster stop
 }
 
 setup() {

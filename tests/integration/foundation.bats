@@ -151,7 +151,7 @@ CONF
   run --separate-stderr bash -c 'cd "$1" && "$2" status' _ "$PROJECT" "$REPO_ROOT/.venv/bin/hpc"
   [ "$status" -eq 0 ]
   echo "$output"
-  [[ $output == *"$JOB_ID"*"stat"*"COMPLETED 1, FAILED 1"* ]] || [[ $output == *"$JOB_ID"*"stat"*"FAILED 1, COMPLETED 1"* ]]
+  [[ $output == *"== stat  jobs $JOB_ID  2 task(s)"*"COMPLETED 1, FAILED 1"* ]]
 }
 
 @test "WANDB_API_KEY set at submission reaches the program, never Slurm, the script or the log" {

@@ -94,6 +94,7 @@ hpc_job_begin() {
     hpc_slurm_job_finished "$stale_rc"
     exit "$stale_rc"
   fi
+  hpc_attempt_begin # what this attempt writes to $HPC_CHECKPOINT_DIR (requeue.sh)
   hpc_read_task_command
   [[ -z ${HPC_WANDB_KEY_FILE:-} ]] || hpc_load_wandb_key "$HPC_WANDB_KEY_FILE"
   hpc_log "job ${SLURM_JOB_ID:-?}${SLURM_ARRAY_TASK_ID:+ (array task $SLURM_ARRAY_TASK_ID of $HPC_NUM_TASKS)}, attempt $((HPC_RESTART_COUNT + 1)), nodes ${SLURM_JOB_NODELIST:-?}, Slurm ${HPC_SLURM_VERSION:-unknown}"

@@ -13,8 +13,17 @@ set -u
 job=${1:?usage: preempt_watch.sh JOB STOP_FILE}
 stop=${2:?usage: preempt_watch.sh JOB STOP_FILE}
 
+# A preemption: Slurm's PreemptTime field holds a time (squeue -O reads the field itself;
+# the text of `scontrol show job` also holds the job's name and Comment=, anyone's words).
+preempted() {
+  local when
+  when=$(squeue -h -j "$job" -O PreemptTime:40 2>/dev/null) || return 1
+  when=${when//[[:space:]]/}
+  [[ $when =~ ^[0-9]{4}-[0-9]{2}-[0-9]{2}T ]]
+}
+
 notice() {
-  if scontrol show job "$job" 2>/dev/null | grep -q 'PreemptTime=[0-9]'; then
+  if preempted; then
     scancel --batch --signal=USR2 "$job" 2>/dev/null ||
       echo "[hpc preempt-watch] the job is preempted but its batch shell could not be told (scancel --batch failed)" >&2
   fi
@@ -22,7 +31,7 @@ notice() {
 }
 
 # The toolkit's own signals to the job's steps (USR1 warnings, INT) are not for this step.
-trap '' USR1 USR2 INT HUP
+trap '' USR1 USR2 INT HUP URG
 trap notice TERM
 until [[ -e $stop ]]; do
   sleep 0.5 &

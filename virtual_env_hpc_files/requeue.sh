@@ -1,19 +1,25 @@
 # shellcheck shell=bash
 # Job side of wall time and preemption: the batch shell gets SIGUSR1 --signal-grace
-# seconds before the wall time (#SBATCH --signal=B:USR1@GRACE), passes it on to the
-# program on every node, waits for it to checkpoint and exit, copies results back (the
-# exit hooks), then requeues the job, which resumes from $HPC_CHECKPOINT_DIR.
+# seconds before the wall time (#SBATCH --signal=B:USR1@GRACE), passes the warning on to
+# the program on every node (proc_tree.sh: SIGUSR1 to the processes that handle it, else
+# SIGTERM to those that handle that), waits for it to checkpoint and exit, copies results
+# back (the exit hooks), then requeues the job, which resumes from $HPC_CHECKPOINT_DIR:
+# but only when the attempt made progress (hpc_requeue_verdict_to), never in a loop.
 # A preemption is handled the same way: Slurm signals only the job's steps when the
 # preemption's GraceTime starts, so a watch step (preempt_watch.sh) passes the notice on
 # to this shell as SIGUSR2, with what is left of the grace time as the budget. A user's
 # scancel is not requeued. Sourced by job_runtime.sh.
 
 HPC_RUNTIME_DIR=${BASH_SOURCE[0]%/*}
+HPC_RUN_LINE=$HPC_RUNTIME_DIR/run_line.sh
+# shellcheck source=virtual_env_hpc_files/proc_tree.sh
+source "$HPC_RUNTIME_DIR/proc_tree.sh"
 
 HPC_SIGNALLED=""      # walltime | preempt (a requeue is due) | cancel (stop, no requeue)
 HPC_WATCHDOG_PID=""
 HPC_PREEMPT_WATCH_PID="" HPC_PREEMPT_WATCH_STOP=""
 HPC_REQUEUED=0 # this attempt asked Slurm for the requeue: its SIGTERM is expected
+HPC_ATTEMPT_DIR="" # $HPC_EXP_DIR/.hpc_attempt/JOB: "start" (its time) and "stopped"
 # The watch step runs in requeueable jobs unless HPC_PREEMPT_WATCH=no.
 HPC_PREEMPT_WATCH=${HPC_PREEMPT_WATCH:-yes}
 # Seconds kept back from the grace period for copying results and requeueing.
@@ -22,17 +28,20 @@ HPC_REQUEUE_MARGIN=${HPC_REQUEUE_MARGIN:-15}
 HPC_REQUEUE_ON_TERM=${HPC_REQUEUE_ON_TERM:-auto}
 # Exit code of a job that was warned but may not be requeued again (EX_TEMPFAIL).
 HPC_EXIT_RESTART_LIMIT=75
+# Exit code of a job that was warned and made no progress: not requeued (as timeout(1)).
+HPC_EXIT_NO_PROGRESS=124
+# Launchers whose program runs in srun steps (on every node) rather than under this shell.
+HPC_STEP_LAUNCHERS=" lightning script torchrun "
 
-# hpc_spawn_command LINE: run LINE with bash in the background, in a process group of its
-# own (so a signal reaches the whole command), with SIGUSR1 ignored unless the program
-# installs a handler for it (a shell between us and the program must not die of it).
-# Sets HPC_CHILD_PID.
+# hpc_spawn_command LINE: run LINE (run_line.sh: bash -c LINE, in the container if any)
+# in the background, in a process group of its own (so a signal reaches the whole
+# command). The program starts with the default disposition of every signal: the shell
+# in between catches them until it execs (a caught signal is reset by exec; an ignored
+# one would stay ignored, and bash could not trap it). Sets HPC_CHILD_PID.
 hpc_spawn_command() {
-  local ctr # "bash container.sh" with --singularity-container, else nothing
-  hpc_container_prefix_to ctr
   (
-    trap '' USR1
-    exec setsid "${ctr[@]}" bash -c "$1"
+    trap ':' USR1 USR2 TERM INT
+    exec setsid bash "$HPC_RUN_LINE" "$1"
   ) </dev/null &
   HPC_CHILD_PID=$!
 }
@@ -60,6 +69,20 @@ hpc_signal_program() {
   fi
 }
 
+# hpc_warn_program SECONDS: pass the warning on: to the program's processes here
+# (proc_tree.sh), or, for launchers that run it in srun steps, to every task's
+# task_wrapper.sh through Slurm as SIGURG (ignored by default, so it harms no process
+# that gets it), which does the same on its node. Keeps trying for SECONDS while no
+# process handles the warning yet (a program may install its handler late).
+hpc_warn_program() {
+  if [[ $HPC_STEP_LAUNCHERS == *" $HPC_LAUNCHER "* ]]; then
+    [[ -z ${SLURM_JOB_ID:-} ]] || scancel --signal=URG "$(hpc_job_target)" 2>/dev/null ||
+      hpc_log "could not pass the warning to the job's steps (scancel --signal=URG failed)"
+  else
+    hpc_proc_warn_loop "$HPC_CHILD_PID" "$1" hpc_log
+  fi
+}
+
 # hpc_on_warning walltime|preempt [SECONDS]: ask the program to checkpoint; stop it if it
 # has not exited when the grace period (or SECONDS, when fewer), less the margin, is over.
 hpc_on_warning() {
@@ -70,29 +93,33 @@ hpc_on_warning() {
   ((margin <= budget / 3)) || margin=$((budget / 3))
   local wait_s=$((budget - margin))
   ((wait_s >= 5)) || wait_s=5
-  hpc_log "$1 warning: asking the program to checkpoint and exit (SIGUSR1); it has ${wait_s} s"
+  hpc_log "$1 warning: asking the program to checkpoint and exit; it has ${wait_s} s"
   [[ -n ${HPC_CHILD_PID:-} ]] || return 0 # not started yet: it will not be
-  hpc_signal_program USR1
   (
-    trap - USR1 TERM INT EXIT
-    sleep "$wait_s"
+    trap - USR1 USR2 TERM INT EXIT
+    local end=$((SECONDS + wait_s))
+    hpc_warn_program "$wait_s"
+    ((SECONDS >= end)) || sleep $((end - SECONDS))
+    [[ -z $HPC_ATTEMPT_DIR ]] || : >"$HPC_ATTEMPT_DIR/stopped"
     hpc_log "the program is still running ${wait_s} s after the warning: stopping it (SIGTERM)"
     hpc_signal_program TERM
   ) </dev/null &
   HPC_WATCHDOG_PID=$!
 }
 
-# _hpc_job_state_to STATE_VAR PREEMPT_VAR: the job's state (RUNNING, COMPLETING, ...) and
-# its PreemptTime (e.g. 2026-11-22T17:40:12, "" if it was not preempted), from one
-# `scontrol show job`; both "" outside Slurm or when Slurm does not answer.
-_hpc_job_state_to() {
+# hpc_job_state_to STATE_VAR PREEMPT_VAR: the job's state (RUNNING, COMPLETING, ...) and
+# its PreemptTime (e.g. 2026-11-22T17:40:12, "" if it was not preempted), as fields of
+# one squeue (never read from the text of `scontrol show job`, where a job name or a
+# Comment= can hold "PreemptTime=..."); both "" outside Slurm or when Slurm does not answer.
+hpc_job_state_to() {
   local -n _state=$1 _pt=$2
   local info
   _state="" _pt=""
   [[ -n ${SLURM_JOB_ID:-} ]] || return 0
-  info=$(scontrol show job "$(hpc_job_target)" 2>/dev/null) || return 0
-  [[ $info =~ JobState=([A-Z_]+) ]] && _state=${BASH_REMATCH[1]}
-  [[ $info =~ PreemptTime=([0-9][^[:space:]]*) ]] && _pt=${BASH_REMATCH[1]}
+  info=$(squeue -h -j "$(hpc_job_target)" -O 'State:40,PreemptTime:40' 2>/dev/null) || return 0
+  read -r _state _pt <<<"$info"
+  [[ $_state =~ ^[A-Z_]+$ ]] || _state=""
+  [[ $_pt =~ ^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]+$ ]] || _pt=""
   return 0
 }
 
@@ -115,7 +142,7 @@ _hpc_preempt_left_to() {
 # hpc_on_preempt_notice: SIGUSR2 from the watch step: the job is being preempted.
 hpc_on_preempt_notice() {
   local state when left
-  _hpc_job_state_to state when
+  hpc_job_state_to state when
   [[ -n $when ]] || return 0 # not from a preemption
   _hpc_preempt_left_to left "$when"
   hpc_log "preempted at $when${left:+ ($left s of grace time left)}"
@@ -163,7 +190,7 @@ hpc_on_term() {
     hpc_log "requeued: Slurm ends this attempt (SIGTERM)"
     return 0
   fi
-  _hpc_job_state_to state when
+  hpc_job_state_to state when
   if [[ $HPC_REQUEUE_ON_TERM == yes || ($HPC_REQUEUE_ON_TERM == auto && ($state == PREEMPTED || -n $when)) ]]; then
     hpc_on_warning preempt
     return 0
@@ -183,23 +210,91 @@ hpc_install_signal_traps() {
   trap 'hpc_log "received SIGINT: passing it on"; hpc_signal_program INT' INT
 }
 
+# hpc_attempt_begin: mark the start of this attempt ($HPC_ATTEMPT_DIR/start), so that
+# its checkpoints can be told from the ones of earlier attempts. Removed at the end.
+hpc_attempt_begin() {
+  local dir=local-$$
+  [[ -z ${SLURM_JOB_ID:-} ]] || dir=$(hpc_job_target)
+  dir=$HPC_EXP_DIR/.hpc_attempt/$dir
+  if ! { rm -rf -- "$dir" && mkdir -p -- "$dir" && : >"$dir/start"; }; then
+    hpc_log "cannot write $dir: a warned attempt will count as progress only if the program exits 0"
+    return 0
+  fi
+  HPC_ATTEMPT_DIR=$dir
+  HPC_LAST_EXIT_HOOKS=(hpc_attempt_end "${HPC_LAST_EXIT_HOOKS[@]}")
+}
+
+hpc_attempt_end() {
+  [[ -z $HPC_ATTEMPT_DIR ]] || rm -rf -- "$HPC_ATTEMPT_DIR"
+  rmdir -- "$HPC_EXP_DIR/.hpc_attempt" 2>/dev/null
+  return 0
+}
+
+# hpc_checkpoint_written: true when a file in $HPC_CHECKPOINT_DIR (any depth) was written
+# during this attempt: not empty, newer than its start, not a temporary (*.tmp, *.part).
+hpc_checkpoint_written() {
+  [[ -n $HPC_ATTEMPT_DIR && -e $HPC_ATTEMPT_DIR/start && -d $HPC_CHECKPOINT_DIR ]] || return 1
+  [[ -n $(find "$HPC_CHECKPOINT_DIR" -type f -size +0 -newer "$HPC_ATTEMPT_DIR/start" \
+    ! -name '*.tmp' ! -name '*.part' -print -quit 2>/dev/null) ]]
+}
+
+# hpc_requeue_verdict_to VAR REQUEUE RC STOPPED WROTE RESTARTS MAX: what to do once a
+# warned program has ended (pure; tests/unit/requeue_verdict.bats):
+#   off          REQUEUE is not yes (--no-requeue): end with the program's code
+#   no-progress  it had to be stopped (STOPPED=1) or failed, and WROTE no checkpoint
+#                during this attempt: requeueing would only start it over
+#   limit        RESTARTS reached MAX (--max-restarts)
+#   requeue      otherwise: it exited 0 by itself after the warning, or wrote a checkpoint
+hpc_requeue_verdict_to() {
+  local -n _verdict=$1
+  local requeue=$2 rc=$3 stopped=$4 wrote=$5 restarts=$6 max=$7
+  if [[ $requeue != yes ]]; then
+    _verdict=off
+  elif ((wrote == 0 && (stopped == 1 || rc != 0))); then
+    _verdict=no-progress
+  elif ((restarts >= max)); then
+    _verdict=limit
+  else
+    _verdict=requeue
+  fi
+}
+
 # hpc_after_command RC: once the program has ended. Returns the job's exit code, or does
 # not return at all when the job is requeued.
 hpc_after_command() {
-  local rc=$1
+  local rc=$1 stopped=0 wrote=0 verdict restarts=${SLURM_RESTART_COUNT:-0}
   [[ $HPC_SIGNALLED == walltime || $HPC_SIGNALLED == preempt ]] || return "$rc"
   [[ -z $HPC_WATCHDOG_PID ]] || kill "$HPC_WATCHDOG_PID" 2>/dev/null
-  if [[ ${HPC_REQUEUE:-yes} != yes ]]; then
-    hpc_log "not requeued (--no-requeue); the program exited with $rc"
-    return "$rc"
-  fi
-  local restarts=${SLURM_RESTART_COUNT:-0}
-  if ((restarts >= HPC_MAX_RESTARTS)); then
-    hpc_log "restart limit reached ($restarts of --max-restarts $HPC_MAX_RESTARTS): not requeued. The checkpoint is in $HPC_CHECKPOINT_DIR; submit again to go on"
-    return "$HPC_EXIT_RESTART_LIMIT"
-  fi
+  [[ -z $HPC_ATTEMPT_DIR || ! -e $HPC_ATTEMPT_DIR/stopped ]] || stopped=1
+  ! hpc_checkpoint_written || wrote=1
+  hpc_requeue_verdict_to verdict "${HPC_REQUEUE:-yes}" "$rc" "$stopped" "$wrote" "$restarts" "$HPC_MAX_RESTARTS"
+  case $verdict in
+    off)
+      hpc_log "not requeued (--no-requeue); the program exited with $rc"
+      return "$rc"
+      ;;
+    no-progress)
+      if ((stopped)); then
+        hpc_log "the program had to be stopped (exit code $rc) and nothing in $HPC_CHECKPOINT_DIR was written during this attempt (attempt $((restarts + 1)), $restarts restart(s) so far)"
+      else
+        hpc_log "the program exited with $rc after the warning and nothing in $HPC_CHECKPOINT_DIR was written during this attempt (attempt $((restarts + 1)), $restarts restart(s) so far)"
+      fi
+      hpc_log "no checkpoint was written after the warning: not requeued"
+      hpc_log "to be requeued, save to \$HPC_CHECKPOINT_DIR when SIGUSR1 (or SIGTERM) arrives and exit (README: Wall time, preemption and requeue)"
+      return "$HPC_EXIT_NO_PROGRESS"
+      ;;
+    limit)
+      hpc_log "restart limit reached ($restarts of --max-restarts $HPC_MAX_RESTARTS): not requeued. The checkpoint is in $HPC_CHECKPOINT_DIR; submit again to go on"
+      return "$HPC_EXIT_RESTART_LIMIT"
+      ;;
+  esac
+  hpc_requeue_now "$rc" "$restarts"
+}
+
+# hpc_requeue_now RC RESTARTS: results back (the exit hooks), then scontrol requeue.
+hpc_requeue_now() {
+  local rc=$1 restarts=$2 target
   hpc_run_exit_hooks_now "$rc"
-  local target
   target=$(hpc_job_target)
   hpc_log "requeueing job $target: restart $((restarts + 1)) of at most $HPC_MAX_RESTARTS, resuming from $HPC_CHECKPOINT_DIR"
   HPC_REQUEUED=1

@@ -3,9 +3,9 @@
 #   task_wrapper.sh plain|ranks COMMAND_LINE
 # "ranks" exports torch.distributed's variables from Slurm's (for hand-written
 # torch.distributed code); "plain" leaves them to the program (Lightning reads Slurm's).
-# Runs COMMAND_LINE with bash, as on a laptop, passes on TERM and INT, and when the
-# command fails on its own (not stopped by a signal) leaves "time node rank code" in
-# $HPC_RANK_STATUS_DIR, so the job can report the rank that failed first and its code.
+# Runs COMMAND_LINE with bash, as on a laptop (run_line.sh), passes on the wall-time
+# warning, TERM and INT, and when the command fails on its own (not stopped by a signal)
+# leaves "time node rank code" in $HPC_RANK_STATUS_DIR, so the job can report the rank that failed first and its code.
 mode=${1:?usage: task_wrapper.sh plain|ranks COMMAND_LINE}
 line=${2:?usage: task_wrapper.sh plain|ranks COMMAND_LINE}
 if [[ $mode == ranks ]]; then
@@ -23,15 +23,29 @@ if [[ -z ${SLURM_TMPDIR:-} ]]; then
   [[ -z $SLURM_TMPDIR ]] || export SLURM_TMPDIR
 fi
 
-signalled=0
-# Slurm signals every process of the task (scancel --signal=USR1 for the wall-time
-# warning): SIGUSR1 is ignored here and in the shell below, and reaches the program,
-# which handles it if it checkpoints (a program without a handler ignores it).
-trap '' USR1
-# shellcheck source=singularity_hpc_files/container.sh
-source "${BASH_SOURCE[0]%/*}/../singularity_hpc_files/container.sh"
-hpc_container_prefix_to ctr # "bash container.sh" with --singularity-container, else nothing
-"${ctr[@]}" bash -c "$line" </dev/null &
+# shellcheck source=virtual_env_hpc_files/proc_tree.sh
+source "${BASH_SOURCE[0]%/*}/proc_tree.sh"
+
+# shellcheck disable=SC2317 # called by hpc_proc_warn_loop
+rank_log() {
+  printf '[hpc %(%F %T)T %s] rank %s: %s\n' -1 "${SLURMD_NODENAME:-?}" "${SLURM_PROCID:-0}" "$*"
+}
+
+# The wall-time warning comes from the batch shell as SIGURG to every process of the
+# step (requeue.sh; ignored by default, so harmless to the rest): this shell passes it on
+# to the program's processes that handle it (proc_tree.sh). SIGUSR1 sent to the whole
+# step by someone else reaches the program from Slurm itself: caught here and dropped.
+# Caught, never ignored: the program (run_line.sh) starts with the default dispositions.
+signalled=0 warned=0
+# shellcheck disable=SC2317 # a trap
+on_warning() {
+  ((warned == 0)) || return 0
+  warned=1
+  hpc_proc_warn_loop "$child" "${HPC_SIGNAL_GRACE:-60}" rank_log &
+}
+trap ':' USR1
+trap on_warning URG
+bash "${BASH_SOURCE[0]%/*}/run_line.sh" "$line" </dev/null &
 child=$!
 trap 'signalled=1; kill -s TERM "$child" 2>/dev/null' TERM
 trap 'signalled=1; kill -s INT "$child" 2>/dev/null' INT

@@ -1,0 +1,154 @@
+# shellcheck shell=bash
+# Job side: pass the wall-time (or preemption) warning to the processes of the user's
+# program that can take it, read from /proc (Linux): SIGUSR1 to every process that
+# handles SIGUSR1; if none does, SIGTERM to every process that handles SIGTERM; if none
+# does, nothing (the program runs on until the end of the grace period). A process that
+# handles neither would be killed by either signal, so it never gets one here. Container
+# runtimes (Singularity/Apptainer and the tests' bubblewrap stand-in) and the toolkit's own
+# shells between the program and us pass signals on themselves: they are looked through,
+# never signalled. Sourced by requeue.sh and task_wrapper.sh; a library (no shell options).
+#
+#   bash proc_tree.sh warn PID      deliver the warning below PID (PID included); prints
+#                                   what was sent, exit 1 when nobody could take it
+#   bash proc_tree.sh tree PID      PID and its descendants, one "pid handles comm" a line
+
+# Signal masks in /proc/PID/status (bit N-1 is signal N).
+HPC_PROC_USR1_BIT=$((1 << 9))
+HPC_PROC_TERM_BIT=$((1 << 14))
+
+# hpc_proc_children_table_to ASSOC: ASSOC[ppid]="child child ..." for every process now.
+hpc_proc_children_table_to() {
+  local -n _kids=$1
+  local stat line rest pid
+  local -a fields
+  _kids=()
+  for stat in /proc/[0-9]*/stat; do
+    { IFS= read -r line <"$stat"; } 2>/dev/null || continue
+    rest=${line##*) } # comm may hold spaces and parentheses: the fields after the last ')'
+    read -r -a fields <<<"$rest"
+    pid=${stat#/proc/}
+    pid=${pid%/stat}
+    [[ ${fields[0]} != Z ]] || continue # a zombie cannot take a signal
+    # shellcheck disable=SC2004 # an associative array (by name)
+    _kids[${fields[1]}]+="$pid "
+  done
+}
+
+# hpc_proc_handles PID: prints "usr1", "term" or "none": what PID catches (SigCgt).
+hpc_proc_handles() {
+  local line cgt=""
+  while IFS= read -r line; do
+    [[ $line == SigCgt:* ]] && cgt=${line##*[[:space:]]} && break
+  done 2>/dev/null <"/proc/$1/status"
+  if [[ -z $cgt ]]; then
+    printf 'none\n'
+  elif (((16#$cgt) & HPC_PROC_USR1_BIT)); then
+    printf 'usr1\n'
+  elif (((16#$cgt) & HPC_PROC_TERM_BIT)); then
+    printf 'term\n'
+  else
+    printf 'none\n'
+  fi
+}
+
+# hpc_proc_passes_on PID: true for processes that pass signals on themselves (container
+# runtimes, the toolkit's launch shells): looked through, not signalled.
+hpc_proc_passes_on() {
+  local comm="" arg0="" arg1="" rest
+  { IFS= read -r comm <"/proc/$1/comm"; } 2>/dev/null
+  case $comm in
+    bwrap | starter | starter-suid | squashfuse | squashfuse_ll | fuse-overlayfs | conmon) return 0 ;;
+  esac
+  { IFS= read -r -d '' arg0 && IFS= read -r -d '' arg1; } 2>/dev/null <"/proc/$1/cmdline"
+  for rest in "${arg0##*/}" "${arg1##*/}"; do
+    case $rest in
+      singularity | apptainer | run-singularity | container.sh | run_line.sh | task_wrapper.sh) return 0 ;;
+    esac
+  done
+  return 1
+}
+
+# hpc_proc_tree_to ARRAY ROOT: ROOT and its descendants, parents first.
+hpc_proc_tree_to() {
+  local -n _tree=$1
+  local -A kids
+  local i=0
+  hpc_proc_children_table_to kids
+  _tree=("$2")
+  while ((i < ${#_tree[@]})); do
+    # shellcheck disable=SC2206 # a space-separated list of pids
+    _tree+=(${kids[${_tree[i]}]:-})
+    ((++i))
+  done
+}
+
+# hpc_proc_warn_to VAR ROOT: deliver the warning below ROOT; VAR says what was sent
+# ("SIGUSR1 to 123 (python3) 130 (python3)", "" when nobody handles it). Returns 1 then.
+hpc_proc_warn_to() {
+  local -n _sent=$1
+  local pid comm
+  local -a tree usr1=() term=() targets
+  _sent=""
+  hpc_proc_tree_to tree "$2"
+  for pid in "${tree[@]}"; do
+    ! hpc_proc_passes_on "$pid" || continue
+    case $(hpc_proc_handles "$pid") in
+      usr1) usr1+=("$pid") ;;
+      term) term+=("$pid") ;;
+    esac
+  done
+  if ((${#usr1[@]})); then
+    targets=("${usr1[@]}") _sent=SIGUSR1
+  elif ((${#term[@]})); then
+    targets=("${term[@]}") _sent=SIGTERM
+  else
+    return 1
+  fi
+  for pid in "${targets[@]}"; do
+    kill -s "${_sent#SIG}" "$pid" 2>/dev/null || continue
+    comm='?'
+    { IFS= read -r comm <"/proc/$pid/comm"; } 2>/dev/null
+    _sent+=" $pid ($comm)"
+  done
+  [[ $_sent == *' '* ]] || { _sent="" && return 1; }
+  _sent=${_sent/ / to }
+  return 0
+}
+
+# hpc_proc_warn_loop ROOT SECONDS LOG_FN: try every 0.5 s until a process of the program
+# takes the warning (it may install its handler a little after starting) or SECONDS
+# pass; LOG_FN MESSAGE says what happened. Run it in the background.
+hpc_proc_warn_loop() {
+  local root=$1 until=$((SECONDS + $2)) log=$3 sent told=0
+  while ((SECONDS < until)) && kill -0 "$root" 2>/dev/null; do
+    if hpc_proc_warn_to sent "$root"; then
+      "$log" "warning passed on as $sent"
+      return 0
+    fi
+    ((told)) || "$log" "no process of the program handles SIGUSR1 or SIGTERM (yet): it gets no signal until the grace period ends"
+    told=1
+    sleep 0.5
+  done
+  return 0
+}
+
+if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
+  case ${1:-}/${2:-} in
+    warn/[0-9]*)
+      hpc_proc_warn_to what "$2" || exit 1
+      printf '%s\n' "$what"
+      ;;
+    tree/[0-9]*)
+      hpc_proc_tree_to pids "$2"
+      for pid in "${pids[@]}"; do
+        comm='?'
+        { IFS= read -r comm <"/proc/$pid/comm"; } 2>/dev/null
+        printf '%s %s %s\n' "$pid" "$(hpc_proc_handles "$pid")" "$comm"
+      done
+      ;;
+    *)
+      printf 'usage: proc_tree.sh warn|tree PID\n' >&2
+      exit 2
+      ;;
+  esac
+fi

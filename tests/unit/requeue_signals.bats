@@ -1,0 +1,164 @@
+#!/usr/bin/env bats
+# The job side of the wall-time warning, on one node without Slurm: run_line.sh starts a
+# program with the default signal dispositions (so bash can trap SIGUSR1), proc_tree.sh
+# passes the warning to the processes that handle it, and the verdict after a warning
+# requeues only an attempt that made progress. On the cluster: requeue_programs.bats.
+# shellcheck disable=SC2016,SC2031 # job code in single quotes runs in the job shell; each test is a subshell
+
+load ../helpers/common
+
+setup() {
+  hermetic_env
+  job_side_env
+  RT=$REPO_ROOT/virtual_env_hpc_files
+}
+
+# wait_file FILE: until FILE exists (10 s at most).
+wait_file() {
+  local i
+  for ((i = 0; i < 100; i++)); do
+    [[ -e $1 ]] && return 0
+    sleep 0.1
+  done
+  echo "no $1" >&2
+  return 1
+}
+
+@test "run_line: a bash line traps SIGUSR1 even when every caller ignored it (the issue's check)" {
+  run bash -c '(trap "" USR1 TERM INT; bash "$1" "trap \"echo fired\" USR1; kill -USR1 \$\$; echo after")' _ "$RT/run_line.sh"
+  [ "$status" -eq 0 ]
+  [ "$output" = $'fired\nafter' ]
+  # The bug it replaces: the same line started after `trap '' USR1` never fires.
+  run bash -c '(trap "" USR1; bash -c "trap \"echo fired\" USR1; kill -USR1 \$\$; echo after")'
+  [ "$output" = after ]
+}
+
+@test "run_line: the program starts with USR1, TERM and INT at their defaults, also as a background job" {
+  run bash -c '(trap "" USR1 TERM; bash "$1" "grep -E \"^Sig(Ign|Cgt)\" /proc/self/status") &
+    wait' _ "$RT/run_line.sh"
+  [ "$status" -eq 0 ]
+  local ign
+  ign=$(sed -n 's/^SigIgn:[[:space:]]*//p' <<<"$output")
+  (( (16#$ign & (1 << 9 | 1 << 14 | 1 << 1)) == 0 )) # USR1 (10), TERM (15), INT (2)
+}
+
+@test "run_line -- COMMAND ARGS runs the command as given, argv intact, with its exit code" {
+  run bash "$RT/run_line.sh" -- printf '<%s>' 'a b' '$x' ';' ''
+  [ "$status" -eq 0 ]
+  [ "$output" = '<a b><$x><;><>' ]
+  run bash "$RT/run_line.sh" 'exit 7'
+  [ "$status" -eq 7 ]
+  run --separate-stderr bash "$RT/run_line.sh"
+  [ "$status" -eq 2 ] && [[ $stderr == usage:* ]]
+}
+
+@test "proc_tree: SIGUSR1 to a bash trap, SIGTERM to a TERM-only trap, nothing to a program with no handler" {
+  local d=$BATS_TEST_TMPDIR
+  bash -c 'trap "echo usr1 >\"$1/got1\"; exit 0" USR1; touch "$1/ready1"; while :; do sleep 0.1; done' _ "$d" &
+  local p1=$!
+  bash -c 'trap "echo term >\"$1/got2\"; exit 0" TERM; touch "$1/ready2"; while :; do sleep 0.1; done' _ "$d" &
+  local p2=$!
+  python3 -c 'import time,sys; open(sys.argv[1]+"/ready3","w"); time.sleep(3)' "$d" &
+  local p3=$!
+  wait_file "$d/ready1" && wait_file "$d/ready2" && wait_file "$d/ready3"
+  run bash "$RT/proc_tree.sh" warn "$p1"
+  [ "$status" -eq 0 ] && [[ $output == "SIGUSR1 to $p1 (bash)" ]]
+  run bash "$RT/proc_tree.sh" warn "$p2"
+  [ "$status" -eq 0 ] && [[ $output == "SIGTERM to $p2 (bash)" ]]
+  run bash "$RT/proc_tree.sh" warn "$p3"
+  [ "$status" -eq 1 ] && [ -z "$output" ]
+  wait "$p1" && wait "$p2"
+  [ "$(cat "$d/got1")" = usr1 ] && [ "$(cat "$d/got2")" = term ]
+  kill -0 "$p3" # untouched
+  wait "$p3"
+}
+
+@test "proc_tree: a child that handles SIGUSR1 gets it, not its TERM-handling launcher (torchrun-like)" {
+  local d=$BATS_TEST_TMPDIR
+  bash -c 'trap "kill \$!; exit 0" TERM
+    python3 -c "import signal,sys,time
+signal.signal(signal.SIGUSR1, lambda *a: (open(sys.argv[1]+\"/worker\",\"w\").write(\"usr1\"), sys.exit(0)))
+open(sys.argv[1]+\"/ready\",\"w\")
+time.sleep(20)" "$1" & wait' _ "$d" &
+  local launcher=$!
+  wait_file "$d/ready"
+  run bash "$RT/proc_tree.sh" warn "$launcher"
+  [ "$status" -eq 0 ]
+  [[ $output == "SIGUSR1 to "*"(python3)" ]]
+  wait "$launcher"
+  [ "$(cat "$d/worker")" = usr1 ]
+}
+
+@test "proc_tree: a container runtime in between is looked through, not signalled" {
+  local d=$BATS_TEST_TMPDIR
+  mkdir -p "$d/bin"
+  # A runtime that, like Singularity, handles every signal and passes it on.
+  printf '#!/bin/bash\ntrap "kill -USR1 \\$c" USR1\ntrap "kill -TERM \\$c" TERM\n"$@" & c=$!\nwhile kill -0 $c 2>/dev/null; do wait $c; done\n' >"$d/bin/singularity"
+  chmod +x "$d/bin/singularity"
+  "$d/bin/singularity" bash -c 'trap "echo usr1 >\"$1/got\"; exit 0" USR1; touch "$1/ready"; while :; do sleep 0.1; done' _ "$d" &
+  local rt=$!
+  wait_file "$d/ready"
+  run bash "$RT/proc_tree.sh" warn "$rt"
+  [ "$status" -eq 0 ]
+  [[ $output == "SIGUSR1 to "*"(bash)" && $output != *" $rt "* ]]
+  wait "$rt"
+  [ "$(cat "$d/got")" = usr1 ]
+}
+
+@test "verdict: requeue only after progress (exit 0 by itself, or a checkpoint this attempt)" {
+  # shellcheck source=virtual_env_hpc_files/requeue.sh
+  source "$RT/requeue.sh"
+  local v
+  # REQUEUE RC STOPPED WROTE RESTARTS MAX
+  hpc_requeue_verdict_to v yes 0 0 0 0 10 && [ "$v" = requeue ]     # exited 0 by itself
+  hpc_requeue_verdict_to v yes 143 1 1 0 10 && [ "$v" = requeue ]   # stopped, but saved
+  hpc_requeue_verdict_to v yes 3 0 1 2 10 && [ "$v" = requeue ]     # failed, but saved
+  hpc_requeue_verdict_to v yes 143 1 0 0 10 && [ "$v" = no-progress ] # stopped, nothing saved
+  hpc_requeue_verdict_to v yes 0 1 0 0 10 && [ "$v" = no-progress ] # exited 0 only once stopped
+  hpc_requeue_verdict_to v yes 3 0 0 0 10 && [ "$v" = no-progress ] # failed, nothing saved
+  hpc_requeue_verdict_to v yes 0 0 1 10 10 && [ "$v" = limit ]
+  hpc_requeue_verdict_to v yes 143 1 0 10 10 && [ "$v" = no-progress ]
+  hpc_requeue_verdict_to v no 0 0 1 0 10 && [ "$v" = off ]
+}
+
+@test "a checkpoint counts when written during this attempt: not before it, not empty, not a .tmp" {
+  run_job_side hpc_job_begin '
+    sleep 0.05; printf x >"$HPC_CHECKPOINT_DIR/old" && touch -d "1 hour ago" "$HPC_CHECKPOINT_DIR/old"
+    hpc_checkpoint_written && echo "old counts"
+    : >"$HPC_CHECKPOINT_DIR/empty"; printf x >"$HPC_CHECKPOINT_DIR/a.tmp"
+    hpc_checkpoint_written && echo "tmp counts"
+    mkdir -p "$HPC_CHECKPOINT_DIR/sub" && printf x >"$HPC_CHECKPOINT_DIR/sub/model.pt"
+    hpc_checkpoint_written && echo "new counts"
+    ls -d "$HPC_EXP_DIR/.hpc_attempt/4242"'
+  [ "$status" -eq 0 ]
+  [[ $output == *"new counts"* && $output != *"old counts"* && $output != *"tmp counts"* ]]
+  [ ! -e "$scratch_dir/e/.hpc_attempt" ] # removed at the end of the job
+}
+
+# warned_job LINE: a job on one node (launcher none) whose batch shell gets the warning
+# 1 s after the program starts, with a 6 s grace period (no margin: the program gets 6 s).
+warned_job() {
+  printf '%s\n' "$1" >"$HPC_COMMANDS_FILE"
+  export source_dir=$BATS_TEST_TMPDIR HPC_LAUNCHER=none HPC_SIGNAL_GRACE=6 HPC_REQUEUE_MARGIN=0
+  export HPC_MAX_RESTARTS=10 HPC_REQUEUE=yes HPC_PREEMPT_WATCH=no
+  run_job_side hpc_job_begin '(sleep 1; kill -USR1 $$) & hpc_run_command; exit $?'
+}
+
+@test "a warned program with no handler runs to the end of the grace period, is stopped, and is not requeued (124)" {
+  warned_job 'python3 -c "import time; [time.sleep(0.1) for _ in range(300)]"; echo survived-term'
+  [ "$status" -eq 124 ]
+  [[ $output == *"no process of the program handles SIGUSR1 or SIGTERM (yet)"* ]]
+  [[ $output == *"still running 6 s after the warning: stopping it (SIGTERM)"* ]]
+  [[ $output == *"no checkpoint was written after the warning: not requeued"* ]]
+  [[ $output == *"attempt 1, 0 restart(s) so far"* ]]
+  [[ $output != *requeueing* ]]
+}
+
+@test "a warned bash program that traps USR1 and saves goes on to the requeue" {
+  # No Slurm here: the requeue itself fails, which the job reports (exit 1).
+  warned_job 'trap "echo saved >\"\$HPC_CHECKPOINT_DIR/ck\"; exit 0" USR1; while :; do sleep 0.1; done'
+  [[ $output == *"warning passed on as SIGUSR1 to"*"(bash)"* ]]
+  [ "$(cat "$scratch_dir/e/checkpoints/ck")" = saved ]
+  [[ $output == *"requeueing job 4242: restart 1 of at most 10"* ]]
+  [[ $output != *"not requeued"* ]]
+}

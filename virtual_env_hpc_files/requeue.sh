@@ -24,6 +24,8 @@ HPC_ATTEMPT_DIR="" # $HPC_EXP_DIR/.hpc_attempt/JOB: "start" (its time) and "stop
 HPC_PREEMPT_WATCH=${HPC_PREEMPT_WATCH:-yes}
 # Seconds kept back from the grace period for copying results and requeueing.
 HPC_REQUEUE_MARGIN=${HPC_REQUEUE_MARGIN:-15}
+# Seconds between the SIGTERM at the end of the grace period and a SIGKILL.
+HPC_KILL_AFTER=${HPC_KILL_AFTER:-5}
 # TERM means preemption when Slurm says PREEMPTED (auto), always (yes) or never (no).
 HPC_REQUEUE_ON_TERM=${HPC_REQUEUE_ON_TERM:-auto}
 # Exit code of a job that was warned but may not be requeued again (EX_TEMPFAIL).
@@ -103,6 +105,11 @@ hpc_on_warning() {
     [[ -z $HPC_ATTEMPT_DIR ]] || : >"$HPC_ATTEMPT_DIR/stopped"
     hpc_log "the program is still running ${wait_s} s after the warning: stopping it (SIGTERM)"
     hpc_signal_program TERM
+    # A program that ignores SIGTERM too would hold the job until Slurm kills everything,
+    # results and all: KILL it while there is time left to copy them.
+    sleep "$HPC_KILL_AFTER"
+    hpc_log "the program ignored SIGTERM for $HPC_KILL_AFTER s: killing it (SIGKILL)"
+    hpc_signal_program KILL
   ) </dev/null &
   HPC_WATCHDOG_PID=$!
 }

@@ -120,6 +120,18 @@ print_submitted() {
   printf '  script: %s\n' "$J_SCRIPT_PATH"
 }
 
+# lightning_requeue_note: with -d lightning, requeue on and more than one process in all,
+# say what the job does about Lightning's own auto-requeue (it hangs in DDP).
+lightning_requeue_note() {
+  local procs=$((J_NODES * J_PROCS_PER_NODE))
+  [[ $J_LAUNCHER == lightning && $J_REQUEUE == yes ]] && ((procs > 1)) || return 0
+  if [[ ${HPC_LIGHTNING_HOOK:-yes} == no ]]; then
+    say "note: Lightning's built-in SLURM auto-requeue can hang in DDP ($procs processes) and HPC_LIGHTNING_HOOK=no keeps it: add hpc_toolkit's SlurmRequeue callback to your Trainer (one line, README: Wall time, preemption and requeue), or submit with --no-requeue"
+  else
+    say "note: Lightning's built-in SLURM auto-requeue can hang in DDP ($procs processes): the job turns it off and uses hpc_toolkit's SlurmRequeue instead (a checkpoint at a step boundary on every rank, then a requeue that resumes from it); nothing to change in your script. Or submit with --no-requeue"
+  fi
+}
+
 # The toolkit's folder (hpc_files/), found from this file so it runs from anywhere.
 HPC_TOOLKIT_DIR=${BASH_SOURCE[0]}
 [[ $HPC_TOOLKIT_DIR == /* ]] || HPC_TOOLKIT_DIR=$PWD/$HPC_TOOLKIT_DIR
@@ -166,6 +178,7 @@ main() {
     usage
     return 0
   fi
+  lightning_requeue_note
   if ((OPT_DRY_RUN == 0)) && ! command -v sbatch >/dev/null; then
     HPC_DIE_STATUS=1 die "sbatch not found on PATH: run this on a Slurm login node, or start the local test cluster (bash tests/cluster/local_cluster.sh start, then eval \"\$(bash tests/cluster/local_cluster.sh env)\"), or preview with --dry-run"
   fi

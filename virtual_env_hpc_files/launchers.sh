@@ -78,10 +78,27 @@ hpc_srun_tasks() {
   return "$rc"
 }
 
+# hpc_lightning_requeue_hook: in a job that may requeue, Lightning's own SLURM
+# auto-requeue is replaced by hpc_toolkit's SlurmRequeue through a start-up hook on
+# PYTHONPATH (python_hooks/sitecustomize.py): it hangs in multi-process DDP.
+# HPC_LIGHTNING_HOOK=no (exported before submitting) leaves Lightning as it is.
+hpc_lightning_requeue_hook() {
+  local procs=$((HPC_NUM_NODES * HPC_PROCS_PER_NODE))
+  if [[ ${HPC_REQUEUE:-yes} != yes ]]; then
+    return 0
+  elif [[ ${HPC_LIGHTNING_HOOK:-yes} == no ]]; then
+    ((procs < 2)) || hpc_log "note: HPC_LIGHTNING_HOOK=no: Lightning's built-in SLURM auto-requeue can hang in DDP ($procs processes); add hpc_toolkit's SlurmRequeue callback to the Trainer, or submit with --no-requeue"
+    return 0
+  fi
+  export PYTHONPATH=$HPC_RUNTIME_DIR/python_hooks${PYTHONPATH:+:$PYTHONPATH}
+  hpc_log "Lightning: its built-in SLURM auto-requeue can hang in DDP; this job turns it off and adds hpc_toolkit's SlurmRequeue (checkpoint at a step boundary on every rank, then requeue) unless the script has one (HPC_LIGHTNING_HOOK=no: leave Lightning as it is)"
+}
+
 # lightning: one task per GPU (one per node on CPU); Lightning's SLURMEnvironment reads
 # the ranks from srun. The command is not rewritten.
 hpc_launch_lightning() {
   hpc_distributed_env
+  hpc_lightning_requeue_hook
   hpc_srun_tasks "$HPC_TASKS_PER_NODE" plain "$HPC_COMMAND"
 }
 

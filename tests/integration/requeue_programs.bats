@@ -241,3 +241,26 @@ preempt_when_ready() {
   grep -q 'no checkpoint was written after the warning: not requeued' "$log"
   [ "$(attempts "$JOB_ID")" = 'FAILED|124:0' ]
 }
+
+@test "an unchanged Lightning DDP script, 2 nodes x 2 processes: warned, checkpoints on every rank, requeued, resumes" {
+  rm -rf "$PROJECT/.venv" && ln -s "${HPC_TEST_VENV:-$REPO_ROOT/.venv}" "$PROJECT/.venv" # torch, lightning
+  printf 'python lightning_unchanged.py --num_nodes 2 --devices 2 --max-steps 80 --out outputs/lu\n' >"$PROJECT/experiment_configurations.txt"
+  submit --exp-name lu --which-distributed lightning --num-nodes 2 --procs-per-node 2 --time 10
+  [[ $stderr == *"note: Lightning's built-in SLURM auto-requeue can hang in DDP (4 processes)"* ]]
+  local log ck=$SCRATCH/proj/lu/checkpoints r
+  log=$(job_log "$JOB_ID" lu)
+  until grep -q '\[train\] step 20' "$log" 2>/dev/null; do sleep 0.5; done
+  scancel --batch --signal=USR1 "$JOB_ID"
+  wait_job "$JOB_ID" 400
+  cat "$log"
+  [ "$(attempts "$JOB_ID")" = $'REQUEUED|0:0\nCOMPLETED|0:0' ]
+  grep -q "Lightning: its built-in SLURM auto-requeue can hang in DDP; this job turns it off" "$log"
+  grep -q '\[hpc\] checkpoint at step' "$log"
+  [ "$(grep -c 'warning passed on as SIGUSR1 to [0-9]* (python)' "$log")" -eq 4 ]
+  grep -q "\[hpc\] Lightning: resuming from $ck/hpc_ckpt_1.ckpt" "$log"
+  ls "$ck"/hpc_ckpt_1.ckpt
+  for r in 0 1 2 3; do
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert (d["global_step"], d["restart_count"]) == (80, 1), d; assert d["resumed_from"].endswith("hpc_ckpt_1.ckpt"), d' \
+      "$PROJECT/outputs/lu/rank_$r.json"
+  done
+}

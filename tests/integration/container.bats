@@ -155,8 +155,7 @@ inside() {
 }
 
 @test "a wall-time warning (SIGUSR1 to the steps) reaches the program inside the container" {
-  # A program that checkpoints installs a handler (a shell line cannot: the toolkit has
-  # the shells between Slurm and the program ignore SIGUSR1).
+  # A Python handler here; a bash trap inside the container: requeue_programs.bats.
   cat >"$PROJECT/usr1.py" <<'EOF'
 import os, pathlib, signal, time
 out = pathlib.Path(os.environ["HPC_CHECKPOINT_DIR"])

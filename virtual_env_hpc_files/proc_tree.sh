@@ -19,18 +19,17 @@ HPC_PROC_TERM_BIT=$((1 << 14))
 # hpc_proc_children_table_to ASSOC: ASSOC[ppid]="child child ..." for every process now.
 hpc_proc_children_table_to() {
   local -n _kids=$1
-  local stat line rest pid
-  local -a fields
+  local stat line rest pid ppid
   _kids=()
   for stat in /proc/[0-9]*/stat; do
     { IFS= read -r line <"$stat"; } 2>/dev/null || continue
     rest=${line##*) } # comm may hold spaces and parentheses: the fields after the last ')'
-    read -r -a fields <<<"$rest"
+    [[ $rest != Z* ]] || continue # "STATE PPID ...": a zombie cannot take a signal
+    ppid=${rest#* }
+    ppid=${ppid%% *}
     pid=${stat#/proc/}
-    pid=${pid%/stat}
-    [[ ${fields[0]} != Z ]] || continue # a zombie cannot take a signal
     # shellcheck disable=SC2004 # an associative array (by name)
-    _kids[${fields[1]}]+="$pid "
+    _kids[$ppid]+="${pid%/stat} "
   done
 }
 

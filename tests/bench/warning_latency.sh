@@ -8,13 +8,13 @@
 #
 # Usage: bash tests/bench/warning_latency.sh [N]   (default 7)
 set -euo pipefail
-# shellcheck disable=SC2016 # the programs' lines are expanded by the shell that runs them
 
 root=$(cd -- "${BASH_SOURCE[0]%/*}/../.." && pwd -P)
 n=${1:-7}
 tmp=$(mktemp -d)
 trap 'rm -rf -- "$tmp"' EXIT
 
+# shellcheck disable=SC2016 # the programs' lines are expanded by the shell that runs them
 bash_prog='trap "echo \$EPOCHREALTIME >\"$OUT\"; exit 0" USR1; : >"$OUT.ready"; while :; do sleep 0.05 & wait $!; done'
 py_prog='python3 -c "import os,signal,time; signal.signal(signal.SIGUSR1, lambda *a: (open(os.environ[\"OUT\"],\"w\").write(repr(time.time())), os._exit(0))); open(os.environ[\"OUT\"]+\".ready\",\"w\"); time.sleep(60)"'
 

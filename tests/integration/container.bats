@@ -172,10 +172,13 @@ EOF
   local steps=$JOB_ID
   submit --exp-name sigb -s images/train.sif --time 5 --no-requeue
   local batch=$JOB_ID i
-  for ((i = 0; i < 200; i++)); do
+  # Programs now start with the default disposition of SIGUSR1 (as in a terminal): one
+  # signalled before it installs its handler would die of it, so wait (a loaded machine).
+  for ((i = 0; i < 1800; i++)); do
     [ -e "$SCRATCH/proj/sig/checkpoints/ready" ] && [ -e "$SCRATCH/proj/sigb/checkpoints/ready" ] && break
     sleep 0.1
   done
+  [ -e "$SCRATCH/proj/sig/checkpoints/ready" ] && [ -e "$SCRATCH/proj/sigb/checkpoints/ready" ]
   scancel --signal=USR1 "$steps"
   scancel --batch --signal=USR1 "$batch"
   wait_job "$steps" 60

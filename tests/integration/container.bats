@@ -154,7 +154,7 @@ inside() {
   [[ $(cat "$SCRATCH/proj/g/checkpoints/gpu.txt") =~ ^cvd=[0-3],[0-3]$ ]]
 }
 
-@test "a wall-time warning (SIGUSR1 to the steps) reaches the program inside the container" {
+@test "a wall-time warning (SIGUSR1 to the batch shell, as Slurm sends it) reaches the program inside the container" {
   # A Python handler here; a bash trap inside the container: requeue_programs.bats.
   cat >"$PROJECT/usr1.py" <<'EOF'
 import os, pathlib, signal, time
@@ -167,7 +167,10 @@ while not got:
 (out / "usr1").write_text(os.environ.get("SINGULARITY_CONTAINER", "host"))
 EOF
   printf 'python usr1.py\n' >"$PROJECT/experiment_configurations.txt"
-  # Distributed launchers: Slurm signals the steps. none: the batch shell passes it on.
+  # The batch shell passes it on: to the steps' task wrappers (distributed launchers), or
+  # to the program's processes here (none). A raw SIGUSR1 to the steps (scancel without
+  # --batch) is not the toolkit's path: it reaches every process of the step, and the ones
+  # with the default disposition (the stand-in's bwrap) die of it, as they would in a terminal.
   submit --exp-name sig -s images/train.sif --which-distributed script --time 5 --no-requeue
   local steps=$JOB_ID
   submit --exp-name sigb -s images/train.sif --time 5 --no-requeue
@@ -179,7 +182,7 @@ EOF
     sleep 0.1
   done
   [ -e "$SCRATCH/proj/sig/checkpoints/ready" ] && [ -e "$SCRATCH/proj/sigb/checkpoints/ready" ]
-  scancel --signal=USR1 "$steps"
+  scancel --batch --signal=USR1 "$steps"
   scancel --batch --signal=USR1 "$batch"
   wait_job "$steps" 60
   wait_job "$batch" 60

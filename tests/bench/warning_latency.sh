@@ -13,6 +13,7 @@ root=$(cd -- "${BASH_SOURCE[0]%/*}/../.." && pwd -P)
 n=${1:-7}
 tmp=$(mktemp -d)
 trap 'rm -rf -- "$tmp"' EXIT
+trap 'exit 1' INT TERM # the EXIT trap runs then too
 
 # shellcheck disable=SC2016 # the programs' lines are expanded by the shell that runs them
 bash_prog='trap "echo \$EPOCHREALTIME >\"$OUT\"; exit 0" USR1; : >"$OUT.ready"; while :; do sleep 0.05 & wait $!; done'

@@ -14,6 +14,15 @@ setup() {
   cp "$REPO_ROOT"/tests/helpers/programs/* "$PROJECT/"
 }
 
+# wait_line FILE PATTERN [TIMEOUT_S]: until FILE has a line matching PATTERN.
+wait_line() {
+  local start=$SECONDS
+  until grep -q -- "$2" "$1" 2>/dev/null; do
+    ((SECONDS - start < ${3:-240})) || { echo "no '$2' in $1 after ${3:-240} s" >&2 && cat "$1" >&2; return 1; }
+    sleep 0.5
+  done
+}
+
 # wait_file FILE [TIMEOUT_S]: until FILE exists.
 wait_file() {
   local start=$SECONDS
@@ -156,7 +165,7 @@ requeued_and_resumed() {
   wait_file "$SCRATCH/proj/ar/marks/ready_1_0" # every task writes rank 0's marks: any one
   local ck=$SCRATCH/proj/ar/checkpoints
   # Task 1 (the ignoring one) is warned once it runs.
-  until grep -q 'starts at step' "$(job_log "$JOB_ID" ar 1)" 2>/dev/null; do sleep 0.5; done
+  wait_line "$(job_log "$JOB_ID" ar 1)" 'starts at step'
   sleep 1
   scancel --batch --signal=USR1 "${JOB_ID}_1"
   wait_job "$JOB_ID" 300
@@ -249,7 +258,7 @@ preempt_when_ready() {
   [[ $stderr == *"note: Lightning's built-in SLURM auto-requeue can hang in DDP (4 processes)"* ]]
   local log ck=$SCRATCH/proj/lu/checkpoints r
   log=$(job_log "$JOB_ID" lu)
-  until grep -q '\[train\] step 20' "$log" 2>/dev/null; do sleep 0.5; done
+  wait_line "$log" '\[train\] step 20' 300
   scancel --batch --signal=USR1 "$JOB_ID"
   wait_job "$JOB_ID" 400
   cat "$log"

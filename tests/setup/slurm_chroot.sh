@@ -21,8 +21,9 @@
 #   HPC_SLURM_CHROOT_ROOT    the root (default /var/cache/hpc_files/slurm-VERSION)
 #   HPC_SLURM_CHROOT_DIR     this instance's mount point, /tmp and records
 #                            (default /tmp/hpc_slurm_chroot-VERSION)
-#   HPC_SLURM_CHROOT_PORT_OFFSET  the inner cluster's port offset (default 100; the
-#                            22.05 cluster uses HPC_LOCAL_CLUSTER_PORT_OFFSET, default 0)
+#   HPC_SLURM_CHROOT_PORT_OFFSET  the inner cluster's port offset (default 500: clear of the
+#                            22.05 cluster's HPC_LOCAL_CLUSTER_PORT_OFFSET, default 0, and of
+#                            the clusters its tests start beside it at +50 and +100)
 #   HPC_SLURM_CHROOT_MIRROR  Debian mirror (default: the one this machine's apt uses)
 #   HPC_TEST_VENV            the venv the tests use (default <repo>/.venv)
 set -euo pipefail
@@ -56,7 +57,7 @@ settle() {
   INST=${HPC_SLURM_CHROOT_DIR:-/tmp/hpc_slurm_chroot-$VERSION}
   MNT=$INST/root
   MOUNTS=$INST/mounts
-  OFFSET=${HPC_SLURM_CHROOT_PORT_OFFSET:-100}
+  OFFSET=${HPC_SLURM_CHROOT_PORT_OFFSET:-500}
   [[ $OFFSET =~ ^[0-9]+$ ]] || die "HPC_SLURM_CHROOT_PORT_OFFSET must be a number (got '$OFFSET')"
   VENV=${HPC_TEST_VENV:-$REPO/.venv}
   # The inner cluster's folder (in the instance's own /tmp): a name no host cluster uses.

@@ -66,6 +66,13 @@
 #                                made now (edits while it waits change nothing it runs)
 #       --mail                   Slurm mails at the job's end and failure ($HPC_MAIL_USER,
 #                                else the profile's HPC_DEFAULT_MAIL_USER)
+#       --local                  run the job here, without Slurm, to debug it before the
+#                                queue: the same batch script, venv and --data staging, each
+#                                line in the foreground with its exit code (one node)
+#       --interactive            a shell on a compute node with the job's resources and
+#                                environment (salloc + srun --pty); prints the command
+#       --task I                 with --local/--interactive: only array task I (line I+1)
+#       --port N                 with --interactive: print the ssh -L tunnel to port N
 #   -y, --yes                    do not ask before submitting large arrays
 #   -h, --help                   this help
 #
@@ -138,7 +145,7 @@ HPC_TOOLKIT_DIR=${BASH_SOURCE[0]}
 HPC_TOOLKIT_DIR=${HPC_TOOLKIT_DIR%/*}
 # shellcheck source=hpc_files/lib/hpc_lib.sh
 source "$HPC_TOOLKIT_DIR/lib/hpc_lib.sh"
-for _part in options profile validate resources configs count_args plan submit ledger coderecord mail venv container staging wandb_key sweep arrays cluster; do
+for _part in options profile validate resources configs count_args plan submit ledger coderecord mail local venv container staging wandb_key sweep arrays cluster; do
   # shellcheck source=/dev/null
   source "$HPC_TOOLKIT_DIR/lib/$_part.sh"
 done
@@ -166,6 +173,7 @@ prepare() {
   hpc_settle_container
   hpc_code_settle
   hpc_mail_settle
+  hpc_debug_settle # --local, --interactive, --task, --port (local.sh)
 }
 
 main() {
@@ -179,6 +187,13 @@ main() {
     return 0
   fi
   lightning_requeue_note
+  if ((OPT_LOCAL)); then
+    hpc_venv_check
+    HPC_DIE_STATUS=1
+    hpc_staging_build
+    hpc_local_run # its exit status is the job's
+    return
+  fi
   if ((OPT_DRY_RUN == 0)) && ! command -v sbatch >/dev/null; then
     HPC_DIE_STATUS=1 die "sbatch not found on PATH: run this on a Slurm login node, or start the local test cluster (bash tests/cluster/local_cluster.sh start, then eval \"\$(bash tests/cluster/local_cluster.sh env)\"), or preview with --dry-run"
   fi

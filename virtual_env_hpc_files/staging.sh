@@ -43,7 +43,11 @@ hpc_prepare_tmpdir() {
   [[ -n ${SLURM_TMPDIR:-} ]] || from=TMPDIR
   hpc_slurm_tmpdir_to SLURM_TMPDIR # or this job's TMPDIR, where Slurm sets only that (cluster.sh)
   if [[ $mode != no && -n ${SLURM_TMPDIR:-} && -d ${SLURM_TMPDIR:-} ]]; then
-    hpc_log "local scratch: \$SLURM_TMPDIR=$SLURM_TMPDIR (made by Slurm on every node, as \$$from)"
+    if [[ -n ${HPC_LOCAL_RUN:-} ]]; then
+      hpc_log "local scratch: \$SLURM_TMPDIR=$SLURM_TMPDIR (made by the --local run, removed at its end)"
+    else
+      hpc_log "local scratch: \$SLURM_TMPDIR=$SLURM_TMPDIR (made by Slurm on every node, as \$$from)"
+    fi
   else
     [[ $mode != yes ]] ||
       hpc_log "WARNING: the cluster profile says Slurm sets SLURM_TMPDIR, but it is '${SLURM_TMPDIR:-}' here: the job makes its own (set HPC_PROVIDES_TMPDIR=auto in the profile)"

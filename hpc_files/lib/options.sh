@@ -20,6 +20,7 @@ hpc_options_reset() {
   OPT_DATA=() OPT_SBATCH_OPTIONS=()
   OPT_RUNS_PER_AGENT="" OPT_AGENT_STAGGER="" OPT_RESUME_SWEEP="" OPT_AGENTS_PER_GPU=0
   OPT_SNAPSHOT=0 OPT_MAIL=0 # coderecord.sh, mail.sh
+  OPT_LOCAL=0 OPT_INTERACTIVE=0 OPT_TASK="" OPT_PORT="" # local.sh
 }
 
 _opt_needs_value() {
@@ -81,7 +82,7 @@ hpc_parse_options() {
     fi
     case $opt in
       -h | --help | -n | --dry-run | -y | --yes | --setup-venv | --no-requeue | --container-to-local | \
-        --agents-per-gpu | --snapshot | --mail)
+        --agents-per-gpu | --snapshot | --mail | --local | --interactive)
         ((inline == 0)) || die_usage "option $opt takes no value"
         case $opt in
           -h | --help) OPT_HELP=1 ;;
@@ -93,6 +94,8 @@ hpc_parse_options() {
           --agents-per-gpu) OPT_AGENTS_PER_GPU=1 ;;
           --snapshot) OPT_SNAPSHOT=1 ;;
           --mail) OPT_MAIL=1 ;;
+          --local) OPT_LOCAL=1 ;;
+          --interactive) OPT_INTERACTIVE=1 ;;
         esac
         continue
         ;;
@@ -114,7 +117,8 @@ hpc_parse_options() {
         -d | --which-distributed | -f | --configs | -s | --singularity-container | \
         --wandb-sweepid | --sweep | --num-agents | -C | --cluster | --max-parallel | --venv | \
         --procs-per-node | --nodes-arg | --devices-arg | --signal-grace | --max-restarts | \
-        --results-dir | --sync-every | --runs-per-agent | --agent-stagger | --resume-sweep) ;;
+        --results-dir | --sync-every | --runs-per-agent | --agent-stagger | --resume-sweep | \
+        --task | --port) ;;
       --sbatch-option)
         # Its value starts with "--": take the next word whatever it looks like.
         if ((inline == 0)); then
@@ -175,6 +179,8 @@ hpc_parse_options() {
       --sync-every) OPT_SYNC_EVERY=$value ;;
       --signal-grace) OPT_SIGNAL_GRACE=$value ;;
       --max-restarts) OPT_MAX_RESTARTS=$value ;;
+      --task) OPT_TASK=$value ;;
+      --port) OPT_PORT=$value ;;
     esac
   done
 }

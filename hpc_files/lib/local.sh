@@ -1,0 +1,112 @@
+# shellcheck shell=bash
+# --local and --interactive (job_submitter.sh): the plan run here without Slurm, or in an
+# interactive allocation, for debugging before waiting in a queue. One judge for both
+# (hpc_debug_settle); the job side is the same job_runtime.sh that the batch job runs.
+#   hpc_local_run        the batch script run by bash on this machine, each task in turn
+#   hpc_interactive_run  salloc with the plan's resources, then a shell on the first node
+#                        (srun --pty) that job_runtime.sh's hpc_interactive_begin prepares
+
+# hpc_debug_settle: refuse what makes no sense with --local/--interactive (exit 2, before
+# anything is written); sets J_DEBUG_TASKS, the task indexes to run.
+hpc_debug_settle() {
+  J_DEBUG_TASKS=()
+  local mode="" n=${#J_COMMANDS[@]}
+  ((OPT_LOCAL == 0)) || mode=--local
+  ((OPT_INTERACTIVE == 0)) || mode=--interactive
+  if [[ -z $mode ]]; then
+    [[ -z $OPT_TASK ]] || die "--task runs one line of the configs file with --local or --interactive; a submission runs every line (an array): add --local or --interactive, or drop --task"
+    [[ -z $OPT_PORT ]] || die "--port N prints the ssh tunnel to an --interactive session's node: add --interactive, or drop --port"
+    return 0
+  fi
+  ((OPT_LOCAL == 0 || OPT_INTERACTIVE == 0)) ||
+    die "--local runs the job here without Slurm; --interactive opens a session on a compute node: choose one"
+  ((OPT_DRY_RUN == 0)) || die "--dry-run prints the plan and runs nothing; $mode runs it: choose one"
+  ! hpc_sweep_requested ||
+    die "$mode runs the lines of a configs file; W&B sweeps (--wandb-sweepid, --sweep, --resume-sweep) are not supported: put one run's command line in a file and pass --configs FILE"
+  ((OPT_SETUP_VENV == 0)) ||
+    die "--setup-venv builds the venv in a queued job; with $mode build it first (python3 -m venv .venv && .venv/bin/pip install -r requirements.txt) or submit once with --setup-venv"
+  ((OPT_SNAPSHOT == 0)) || die "--snapshot protects a queued job from later edits; $mode runs the project as it is now: drop --snapshot"
+  ((OPT_MAIL == 0)) || die "--mail is for queued jobs; $mode runs while you watch: drop --mail"
+  [[ -z $OPT_PORT || $mode == --interactive ]] || die "--port N is for --interactive (the ssh tunnel to the session's node): drop --port"
+  if ((OPT_LOCAL)) && ((J_NODES > 1)); then
+    die "--local runs on this machine, which is one node; --num-nodes $J_NODES cannot run here: use --num-nodes 1 (the launcher still starts --procs-per-node processes here, and $J_LAUNCHER runs the same code path), or --interactive for a session on $J_NODES nodes"
+  fi
+  if [[ -n $OPT_PORT ]]; then
+    [[ $OPT_PORT =~ ^[0-9]{1,5}$ ]] && ((10#$OPT_PORT >= 1 && 10#$OPT_PORT <= 65535)) ||
+      die "--port '$OPT_PORT' is not a port number (1-65535), e.g. --port 6006 for TensorBoard"
+  fi
+  if [[ -n $OPT_TASK ]]; then
+    [[ $OPT_TASK =~ ^[0-9]{1,9}$ ]] || die "--task '$OPT_TASK' is not a task number: give the array task index, 0 for the first line"
+    ((10#$OPT_TASK < n)) ||
+      die "--task $OPT_TASK: the configs file has $n command(s), tasks 0-$((n - 1)) (task i runs line i+1)"
+    J_DEBUG_TASKS=($((10#$OPT_TASK)))
+  elif ((OPT_INTERACTIVE && n > 1)); then
+    die "--interactive opens one session, but the configs file has $n commands: choose the one to debug with --task i (0-$((n - 1)); task i runs line i+1)"
+  else
+    local i
+    for ((i = 0; i < n; i++)); do J_DEBUG_TASKS+=("$i"); done
+  fi
+}
+
+# _hpc_debug_files DIR: the batch script and commands file of this run, in DIR.
+_hpc_debug_files() {
+  local dir=$1 commands_text
+  J_SCRIPT_PATH=$dir/$J_EXP_NAME.sbatch J_COMMANDS_PATH=$dir/$J_EXP_NAME.commands
+  printf -v commands_text '%s\n' "${J_COMMANDS[@]}"
+  _write_atomic "$J_COMMANDS_PATH" "$commands_text"
+}
+
+# hpc_local_run: run the batch script here, each chosen task in the foreground, with the
+# variables a one-node Slurm job has and stand-ins for srun/scontrol/squeue (local_slurm/).
+# Returns the first failing task's exit code, else 0.
+hpc_local_run() {
+  local run_dir stubs=$J_SOURCE_DIR/virtual_env_hpc_files/local_slurm host n=${#J_COMMANDS[@]}
+  local i rc first_rc=0 tmp t0 failed=0 interrupted=0
+  [[ -x $stubs/srun ]] || die "$stubs/srun is missing: reinstall the toolkit (bash hpc_files/install_into_project.sh .)"
+  host=$(hostname 2>/dev/null || uname -n)
+  run_dir=$(mktemp -d "${TMPDIR:-/tmp}/hpc_local.XXXXXX") || die "cannot make a folder under ${TMPDIR:-/tmp}"
+  _hpc_debug_files "$run_dir"
+  _write_atomic "$J_SCRIPT_PATH" "$(hpc_plan_script)"$'\n'
+  say "local run (no Slurm): ${#J_DEBUG_TASKS[@]} of $n task(s) on $host, launcher $J_LAUNCHER (the batch script as --dry-run prints it)"
+  trap 'interrupted=1' INT
+  for i in "${J_DEBUG_TASKS[@]}"; do
+    tmp=$(mktemp -d "${TMPDIR:-/tmp}/hpc_local_tmpdir.XXXXXX") || die "cannot make a local scratch folder under ${TMPDIR:-/tmp}"
+    say "---- task $i (line $((i + 1))): ${J_COMMANDS[i]}"
+    t0=$SECONDS rc=0
+    (
+      # Nothing of an enclosing Slurm job (or the user's shell) leaks into the local one.
+      while IFS= read -r v; do unset "$v"; done < <(compgen -e | grep -E '^(SLURM_|SLURMD_|SBATCH_|SRUN_|SALLOC_)' | grep -vx SLURM_CONF)
+      export SLURM_JOB_ID=local-$$ SLURM_JOBID=local-$$ SLURM_JOB_NAME=$J_EXP_NAME
+      export SLURM_NNODES=1 SLURM_JOB_NUM_NODES=1 SLURM_JOB_NODELIST=$host SLURM_NODELIST=$host
+      export SLURMD_NODENAME=$host SLURM_NODEID=0 SLURM_PROCID=0 SLURM_LOCALID=0
+      export SLURM_CPUS_PER_TASK=$J_CPUS_PER_TASK SLURM_NTASKS_PER_NODE=$J_TASKS_PER_NODE
+      export SLURM_NTASKS=$J_TASKS_PER_NODE SLURM_JOB_CPUS_PER_NODE=$J_CPUS SLURM_CPUS_ON_NODE=$J_CPUS
+      export SLURM_SUBMIT_DIR=$PWD SLURM_SUBMIT_HOST=$host SLURM_CLUSTER_NAME=local
+      export SLURM_TMPDIR=$tmp HPC_LOCAL_RUN=1 HPC_PREEMPT_WATCH=no
+      if ((n > 1)); then
+        export SLURM_ARRAY_JOB_ID=local-$$ SLURM_ARRAY_TASK_ID=$i SLURM_ARRAY_TASK_COUNT=$n
+        export SLURM_ARRAY_TASK_MIN=0 SLURM_ARRAY_TASK_MAX=$((n - 1))
+      fi
+      export PATH=$stubs:$PATH
+      cd -- "$J_SOURCE_DIR" && exec bash "$J_SCRIPT_PATH" </dev/null
+    ) || rc=$?
+    rm -rf -- "$tmp"
+    say "---- task $i (line $((i + 1))): exit code $rc after $((SECONDS - t0)) s"
+    if ((rc != 0)); then
+      ((failed++)) || true
+      ((first_rc != 0)) || first_rc=$rc
+    fi
+    ((interrupted == 0)) || break
+  done
+  trap - INT
+  rm -rf -- "$run_dir"
+  if ((interrupted)); then
+    say "local run interrupted (Ctrl-C)"
+    ((first_rc != 0)) || first_rc=130
+  elif ((${#J_DEBUG_TASKS[@]} > 1)); then
+    local summary="local run: $((${#J_DEBUG_TASKS[@]} - failed)) of ${#J_DEBUG_TASKS[@]} task(s) succeeded"
+    ((failed == 0)) || summary+="; the first failure's exit code: $first_rc"
+    say "$summary"
+  fi
+  return "$first_rc"
+}

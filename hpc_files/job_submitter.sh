@@ -214,6 +214,10 @@ main() {
 
   hpc_cluster_check # the Slurm version, --time within MaxTime, --gpu-type; before anything waits
   hpc_venv_check
+  if ((OPT_INTERACTIVE)); then
+    hpc_interactive_run "$stamp"
+    return
+  fi
   confirm_large_array "${#J_COMMANDS[@]}"
   HPC_DIE_STATUS=1 # from here on a failure is the machine's or Slurm's, not the input's
   HPC_CODE_SOURCE_DIR=$J_SOURCE_DIR

@@ -184,3 +184,53 @@ hpc_run_command() {
   fi
   hpc_after_command "$rc"
 }
+
+# hpc_interactive_begin: the start of an --interactive session's shell (job_submitter.sh
+# writes its rcfile): the task's variables and folders, $SLURM_TMPDIR with the --data,
+# modules, the venv, then what to run. The exit hooks (results copy, the job's own
+# scratch folder) run when the shell exits.
+hpc_interactive_begin() {
+  export HPC_TASK_INDEX=$((${HPC_TASK_OFFSET:-0} + ${HPC_INTERACTIVE_TASK:-0}))
+  export HPC_NUM_TASKS=1 HPC_RESTART_COUNT=0
+  export HPC_EXP_DIR=$scratch_dir/$exp_name HPC_OUTPUT_DIR=$scratch_dir/hpc_outputs
+  if ((${HPC_INTERACTIVE_ARRAY:-0})); then
+    export HPC_CHECKPOINT_DIR=$HPC_EXP_DIR/checkpoints/task_$HPC_TASK_INDEX
+  else
+    export HPC_CHECKPOINT_DIR=$HPC_EXP_DIR/checkpoints
+  fi
+  export OMP_NUM_THREADS=${OMP_NUM_THREADS:-${SLURM_CPUS_PER_TASK:-$HPC_CPUS_PER_TASK}}
+  # srun inside the session: the allocation's CPUs per task, not the shell step's.
+  export SRUN_CPUS_PER_TASK=$HPC_CPUS_PER_TASK
+  mkdir -p -- "$HPC_OUTPUT_DIR" "$HPC_CHECKPOINT_DIR" ||
+    hpc_fail "cannot create $HPC_CHECKPOINT_DIR under $scratch_dir (is \$SCRATCH mounted on this node?)"
+  hpc_read_task_command
+  [[ -z ${HPC_WANDB_KEY_FILE:-} ]] || hpc_load_wandb_key "$HPC_WANDB_KEY_FILE"
+  trap hpc_run_exit_hooks EXIT
+  hpc_prepare_tmpdir
+  hpc_stage_data
+  hpc_load_modules
+  if [[ -n ${HPC_CONTAINER:-} ]]; then
+    hpc_container_prepare
+  else
+    hpc_activate_venv
+  fi
+  cd -- "$source_dir" || hpc_fail "project folder $source_dir is not reachable from this node"
+  local node=${SLURMD_NODENAME:-$(hostname)}
+  hpc_log "interactive session: job $SLURM_JOB_ID on ${SLURM_JOB_NODELIST:-$node} (this shell on $node), in $source_dir"
+  hpc_log "python: $(command -v python || command -v python3 || echo none)"
+  printf '\nThe command of task %s (line %s of %s):\n    %s\n' "$HPC_TASK_INDEX" "$((HPC_TASK_INDEX + 1))" \
+    "$HPC_COMMANDS_FILE" "$HPC_COMMAND"
+  if [[ $HPC_LAUNCHER == none && -z ${HPC_CONTAINER:-} ]]; then
+    printf 'Type it (or edit it) here, or run it as the job would: hpc_run_command\n'
+  else
+    printf 'Run it as the job would (launcher %s%s): hpc_run_command\n' "$HPC_LAUNCHER" "${HPC_CONTAINER:+, inside $HPC_CONTAINER}"
+  fi
+  printf '$SLURM_TMPDIR=%s (--data is there); results: $HPC_RESULTS_DIR=%s\n' "$SLURM_TMPDIR" "${HPC_RESULTS_DIR:-none}"
+  printf 'The allocation ends when this shell exits (exit, Ctrl-D) or at its wall time. To survive a dropped\n'
+  printf 'connection, start tmux (or screen) on the login node first and run --interactive inside it.\n'
+  if [[ -n ${HPC_INTERACTIVE_PORT:-} ]]; then
+    printf 'To reach port %s of this node (TensorBoard, Jupyter) from your laptop:\n    ssh -L %s:%s:%s %s\n' \
+      "$HPC_INTERACTIVE_PORT" "$HPC_INTERACTIVE_PORT" "$node" "$HPC_INTERACTIVE_PORT" "${HPC_LOGIN_HOST:-LOGIN}"
+  fi
+  printf '\n'
+}

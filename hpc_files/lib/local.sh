@@ -110,3 +110,61 @@ hpc_local_run() {
   fi
   return "$first_rc"
 }
+
+# hpc_interactive_argv_to ARRAY RCFILE: salloc with the plan's resources, running a shell on
+# the first node (srun --interactive: the shell's step takes none of the allocation's CPUs,
+# so the launchers' srun steps still get them; --pty: a terminal).
+hpc_interactive_argv_to() {
+  local -n _ia=$1
+  local gpu extra
+  hpc_gpu_directive_to gpu
+  _ia=(salloc "--job-name=$J_EXP_NAME" "--nodes=$J_NODES" "--ntasks-per-node=$J_TASKS_PER_NODE"
+    "--cpus-per-task=$J_CPUS_PER_TASK" "--time=$J_TIME")
+  [[ -z $J_ACCOUNT ]] || _ia+=("--account=$J_ACCOUNT")
+  [[ -z $J_PARTITION ]] || _ia+=("--partition=$J_PARTITION")
+  [[ -z $gpu ]] || _ia+=("$gpu")
+  [[ -z $J_MEM ]] || _ia+=("--mem=$J_MEM")
+  [[ -z $J_MEM_PER_GPU ]] || _ia+=("--mem-per-gpu=$J_MEM_PER_GPU")
+  for extra in "${J_SBATCH_OPTIONS[@]}"; do _ia+=("--${extra#--}"); done
+  _ia+=(srun --interactive --preserve-env --pty --nodes=1 --ntasks=1 bash --rcfile "$2" -i)
+}
+
+# hpc_interactive_run STAMP: write the commands file and the session's rcfile beside the
+# logs, then salloc; returns the session's exit status. The allocation ends with the shell.
+hpc_interactive_run() {
+  local stamp=$1 rc_file argv rc=0 q_runtime login line
+  [[ -t 0 && -t 1 ]] ||
+    die "--interactive opens a shell on a compute node and needs a terminal: run it from your ssh session, not from a pipe or a batch job (use --local to run the plan here without one)"
+  command -v salloc >/dev/null && command -v srun >/dev/null ||
+    HPC_DIE_STATUS=1 die "salloc or srun not found on PATH: run --interactive on the cluster's login node"
+  hpc_submission_paths "$stamp"
+  HPC_DIE_STATUS=1
+  mkdir -p -- "$J_SCRATCH_DIR/hpc_outputs/jobs" ||
+    die "cannot create $J_SCRATCH_DIR/hpc_outputs: check that \$SCRATCH is writable"
+  rc_file=${J_SCRIPT_PATH%.sbatch}.interactive.rc
+  J_SCRIPT_PATH=$rc_file J_TASK_OFFSET=0
+  local commands_text
+  printf -v commands_text '%s\n' "${J_COMMANDS[@]}"
+  _write_atomic "$J_COMMANDS_PATH" "$commands_text"
+  hpc_staging_build
+  login=$(hostname -f 2>/dev/null || hostname)
+  quote_to q_runtime "$J_SOURCE_DIR/virtual_env_hpc_files/job_runtime.sh"
+  {
+    printf '# The shell of an --interactive session (job_submitter.sh): the job'"'"'s environment.\n'
+    printf '[[ ! -r ~/.bashrc ]] || source ~/.bashrc\n'
+    hpc_plan_exports
+    _export HPC_INTERACTIVE_TASK "${J_DEBUG_TASKS[0]}"
+    _export HPC_INTERACTIVE_ARRAY "$(((${#J_COMMANDS[@]} > 1) ? 1 : 0))"
+    [[ -z $OPT_PORT ]] || _export HPC_INTERACTIVE_PORT "$((10#$OPT_PORT))"
+    _export HPC_LOGIN_HOST "${USER:-$(id -un)}@$login"
+    _export HPC_PREEMPT_WATCH no
+    printf 'source %s || exit 1\nhpc_interactive_begin\n' "$q_runtime"
+  } >"$rc_file.tmp.$$" && mv -f -- "$rc_file.tmp.$$" "$rc_file" || die "cannot write $rc_file"
+  hpc_interactive_argv_to argv "$rc_file"
+  printf -v line '%q ' "${argv[@]}"
+  say "interactive session: ${line% }"
+  say "(waiting for the allocation; Ctrl-C gives up)"
+  "${argv[@]}" || rc=$?
+  say "interactive session ended (exit code $rc); its allocation is released"
+  return "$rc"
+}

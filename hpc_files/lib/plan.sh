@@ -49,6 +49,51 @@ hpc_plan_array_to() {
   [[ -z $J_MAX_PARALLEL ]] || _arr+="%$J_MAX_PARALLEL"
 }
 
+# hpc_plan_exports: the job's variables, as the batch script sets them before it sources
+# job_runtime.sh (also the start of an --interactive session's shell: local.sh).
+hpc_plan_exports() {
+  _export source_dir "$J_SOURCE_DIR"
+  _export project_name "$J_PROJECT_NAME"
+  _export scratch_dir "$J_SCRATCH_DIR"
+  _export exp_name "$J_EXP_NAME"
+  _export HPC_COMMANDS_FILE "$J_COMMANDS_PATH"
+  # One of several arrays (arrays.sh): its task i runs line HPC_TASK_OFFSET+i+1.
+  ((${J_TASK_OFFSET:-0} == 0)) || _export HPC_TASK_OFFSET "$J_TASK_OFFSET"
+  _export HPC_JOB_SCRIPT "$J_SCRIPT_PATH"
+  # The cluster's Slurm, read once at submission (cluster.sh); not known in a dry run.
+  [[ -z ${J_SLURM_VERSION:-} ]] || _export HPC_SLURM_VERSION "$J_SLURM_VERSION"
+  # The code it runs (coderecord.sh); absent outside git.
+  [[ -z ${J_GIT_COMMIT:-} ]] || _export HPC_GIT_COMMIT "$J_GIT_COMMIT"
+  _export HPC_LAUNCHER "$J_LAUNCHER"
+  _export HPC_NUM_NODES "$J_NODES"
+  _export HPC_GPUS_PER_NODE "$J_GPUS"
+  _export HPC_CPUS_PER_NODE "$J_CPUS"
+  _export HPC_TASKS_PER_NODE "$J_TASKS_PER_NODE"
+  _export HPC_CPUS_PER_TASK "$J_CPUS_PER_TASK"
+  _export HPC_PROCS_PER_NODE "$J_PROCS_PER_NODE"
+  _export HPC_SIGNAL_GRACE "$J_SIGNAL_GRACE"
+  _export HPC_MAX_RESTARTS "$J_MAX_RESTARTS"
+  _export HPC_REQUEUE "$J_REQUEUE"
+  _export HPC_VENV "$J_VENV"
+  [[ -z ${J_WANDB_KEY_FILE:-} ]] || _export HPC_WANDB_KEY_FILE "$J_WANDB_KEY_FILE"
+  _export HPC_MODULES "$J_MODULES"
+  _export HPC_PROVIDES_TMPDIR "$J_PROVIDES_TMPDIR"
+  _export HPC_LOCAL_SCRATCH "$J_LOCAL_SCRATCH"
+  # --data, --results-dir, --sync-every (staging.sh); absent when not used.
+  if [[ -n ${J_DATA_ARCHIVE:-} ]]; then
+    _export HPC_DATA_ARCHIVE "$J_DATA_ARCHIVE"
+    _export HPC_DATA_BYTES "$J_DATA_BYTES"
+    _export HPC_DATA_ENTRIES "$J_DATA_ENTRIES"
+    _export HPC_DATA_SHA "$J_DATA_SHA"
+  fi
+  [[ ${J_RESULTS_FOLDER:-results} == results ]] || _export HPC_RESULTS_FOLDER "$J_RESULTS_FOLDER"
+  [[ ${J_SYNC_EVERY_S:-0} == 0 ]] || _export HPC_SYNC_EVERY_S "$J_SYNC_EVERY_S"
+  if [[ -n ${J_CONTAINER:-} ]]; then
+    _export HPC_CONTAINER "$J_CONTAINER"
+    _export HPC_CONTAINER_TO_LOCAL "$J_CONTAINER_TO_LOCAL"
+  fi
+}
+
 # hpc_plan_script: print the whole batch script on stdout.
 hpc_plan_script() {
   local gpu array log q_script q_runtime
@@ -98,48 +143,11 @@ hpc_plan_script() {
 # The commands are the lines of \$HPC_COMMANDS_FILE; array task i runs line i+1.
 
 EOF
-  _export source_dir "$J_SOURCE_DIR"
-  _export project_name "$J_PROJECT_NAME"
-  _export scratch_dir "$J_SCRATCH_DIR"
-  _export exp_name "$J_EXP_NAME"
-  _export HPC_COMMANDS_FILE "$J_COMMANDS_PATH"
-  # One of several arrays (arrays.sh): its task i runs line HPC_TASK_OFFSET+i+1.
-  ((${J_TASK_OFFSET:-0} == 0)) || _export HPC_TASK_OFFSET "$J_TASK_OFFSET"
-  _export HPC_JOB_SCRIPT "$J_SCRIPT_PATH"
-  # The cluster's Slurm, read once at submission (cluster.sh); not known in a dry run.
-  [[ -z ${J_SLURM_VERSION:-} ]] || _export HPC_SLURM_VERSION "$J_SLURM_VERSION"
-  # The code it runs (coderecord.sh); absent outside git.
-  [[ -z ${J_GIT_COMMIT:-} ]] || _export HPC_GIT_COMMIT "$J_GIT_COMMIT"
-  _export HPC_LAUNCHER "$J_LAUNCHER"
-  _export HPC_NUM_NODES "$J_NODES"
-  _export HPC_GPUS_PER_NODE "$J_GPUS"
-  _export HPC_CPUS_PER_NODE "$J_CPUS"
-  _export HPC_TASKS_PER_NODE "$J_TASKS_PER_NODE"
-  _export HPC_CPUS_PER_TASK "$J_CPUS_PER_TASK"
-  _export HPC_PROCS_PER_NODE "$J_PROCS_PER_NODE"
-  _export HPC_SIGNAL_GRACE "$J_SIGNAL_GRACE"
-  _export HPC_MAX_RESTARTS "$J_MAX_RESTARTS"
-  _export HPC_REQUEUE "$J_REQUEUE"
-  _export HPC_VENV "$J_VENV"
-  [[ -z ${J_WANDB_KEY_FILE:-} ]] || _export HPC_WANDB_KEY_FILE "$J_WANDB_KEY_FILE"
-  _export HPC_MODULES "$J_MODULES"
-  _export HPC_PROVIDES_TMPDIR "$J_PROVIDES_TMPDIR"
-  _export HPC_LOCAL_SCRATCH "$J_LOCAL_SCRATCH"
-  # --data, --results-dir, --sync-every (staging.sh); absent when not used.
-  if [[ -n ${J_DATA_ARCHIVE:-} ]]; then
-    _export HPC_DATA_ARCHIVE "$J_DATA_ARCHIVE"
-    _export HPC_DATA_BYTES "$J_DATA_BYTES"
-    _export HPC_DATA_ENTRIES "$J_DATA_ENTRIES"
-    _export HPC_DATA_SHA "$J_DATA_SHA"
-  fi
-  [[ ${J_RESULTS_FOLDER:-results} == results ]] || _export HPC_RESULTS_FOLDER "$J_RESULTS_FOLDER"
-  [[ ${J_SYNC_EVERY_S:-0} == 0 ]] || _export HPC_SYNC_EVERY_S "$J_SYNC_EVERY_S"
+  hpc_plan_exports
   # With a container the image, not a venv, provides Python (singularity_hpc_files/).
   # shellcheck disable=SC2016 # the script's text
   local env_step='hpc_activate_venv  # $HPC_VENV; a missing venv fails the job here'
   if [[ -n ${J_CONTAINER:-} ]]; then
-    _export HPC_CONTAINER "$J_CONTAINER"
-    _export HPC_CONTAINER_TO_LOCAL "$J_CONTAINER_TO_LOCAL"
     # shellcheck disable=SC2016
     env_step='hpc_container_prepare  # the runtime and $HPC_CONTAINER; the commands run inside it'
   fi

@@ -34,7 +34,7 @@ run_lint() {
   say "shellcheck"
   local files
   # Every script of the tree, tracked or new (not ignored), plus the extension-less ones.
-  mapfile -t files < <(git ls-files -co --exclude-standard '*.sh' '*.bash' '*.bats' .ci/run tests/helpers/stubs tests/helpers/fake_singularity)
+  mapfile -t files < <(git ls-files -co --exclude-standard '*.sh' '*.bash' '*.bats' .ci/run tests/helpers/stubs tests/helpers/fake_singularity virtual_env_hpc_files/local_slurm)
   if shellcheck -x "${files[@]}"; then
     passed=$((passed + 1))
     echo "shellcheck: ${#files[@]} files clean"

@@ -225,6 +225,7 @@ hpc_interactive_begin() {
   else
     printf 'Run it as the job would (launcher %s%s): hpc_run_command\n' "$HPC_LAUNCHER" "${HPC_CONTAINER:+, inside $HPC_CONTAINER}"
   fi
+  # shellcheck disable=SC2016 # the variables' names, printed
   printf '$SLURM_TMPDIR=%s (--data is there); results: $HPC_RESULTS_DIR=%s\n' "$SLURM_TMPDIR" "${HPC_RESULTS_DIR:-none}"
   printf 'The allocation ends when this shell exits (exit, Ctrl-D) or at its wall time. To survive a dropped\n'
   printf 'connection, start tmux (or screen) on the login node first and run --interactive inside it.\n'

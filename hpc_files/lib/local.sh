@@ -32,8 +32,9 @@ hpc_debug_settle() {
     die "--local runs on this machine, which is one node; --num-nodes $J_NODES cannot run here: use --num-nodes 1 (the launcher still starts --procs-per-node processes here, and $J_LAUNCHER runs the same code path), or --interactive for a session on $J_NODES nodes"
   fi
   if [[ -n $OPT_PORT ]]; then
-    [[ $OPT_PORT =~ ^[0-9]{1,5}$ ]] && ((10#$OPT_PORT >= 1 && 10#$OPT_PORT <= 65535)) ||
+    if [[ ! $OPT_PORT =~ ^[0-9]{1,5}$ ]] || ((10#$OPT_PORT < 1 || 10#$OPT_PORT > 65535)); then
       die "--port '$OPT_PORT' is not a port number (1-65535), e.g. --port 6006 for TensorBoard"
+    fi
   fi
   if [[ -n $OPT_TASK ]]; then
     [[ $OPT_TASK =~ ^[0-9]{1,9}$ ]] || die "--task '$OPT_TASK' is not a task number: give the array task index, 0 for the first line"
@@ -135,8 +136,9 @@ hpc_interactive_run() {
   local stamp=$1 rc_file argv rc=0 q_runtime login line
   [[ -t 0 && -t 1 ]] ||
     die "--interactive opens a shell on a compute node and needs a terminal: run it from your ssh session, not from a pipe or a batch job (use --local to run the plan here without one)"
-  command -v salloc >/dev/null && command -v srun >/dev/null ||
-    HPC_DIE_STATUS=1 die "salloc or srun not found on PATH: run --interactive on the cluster's login node"
+  command -v salloc >/dev/null || HPC_DIE_STATUS=1 die "salloc not found on PATH: run --interactive on the cluster's login node"
+  command -v srun >/dev/null ||
+    HPC_DIE_STATUS=1 die "srun not found on PATH: run --interactive on the cluster's login node"
   hpc_submission_paths "$stamp"
   HPC_DIE_STATUS=1
   mkdir -p -- "$J_SCRATCH_DIR/hpc_outputs/jobs" ||
@@ -159,7 +161,8 @@ hpc_interactive_run() {
     _export HPC_LOGIN_HOST "${USER:-$(id -un)}@$login"
     _export HPC_PREEMPT_WATCH no
     printf 'source %s || exit 1\nhpc_interactive_begin\n' "$q_runtime"
-  } >"$rc_file.tmp.$$" && mv -f -- "$rc_file.tmp.$$" "$rc_file" || die "cannot write $rc_file"
+  } >"$rc_file.tmp.$$" || { rm -f -- "$rc_file.tmp.$$"; die "cannot write $rc_file"; }
+  mv -f -- "$rc_file.tmp.$$" "$rc_file" || die "cannot write $rc_file"
   hpc_interactive_argv_to argv "$rc_file"
   printf -v line '%q ' "${argv[@]}"
   say "interactive session: ${line% }"

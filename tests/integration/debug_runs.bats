@@ -4,6 +4,7 @@
 # the local cluster, driven through a terminal made by `script`, checked from inside the
 # session and after it (the allocation released).
 
+# shellcheck disable=SC2016 # the lines of configs files, expanded by the job
 load ../helpers/cluster
 
 # The venv with torch (read before hermetic_env unsets HPC_*).

@@ -3,6 +3,7 @@
 # variables and the stand-ins of virtual_env_hpc_files/local_slurm/; the recording sbatch
 # is never called. Refusals of --local, --interactive, --task and --port.
 
+# shellcheck disable=SC2016 # the lines of configs files, expanded by the job
 load ../helpers/common
 
 setup() {

@@ -117,6 +117,30 @@ EOF2
   wait_queue_empty run2
 }
 
+@test "--interactive on 2 nodes without Slurm's SLURM_TMPDIR: --data on both nodes, hpc_run_command's ranks on both, folders removed at exit" {
+  printf '%s\n' 'echo "RANK $RANK of $WORLD_SIZE on $SLURMD_NODENAME: $(cat "$SLURM_TMPDIR/ds/sub/a.txt")"' \
+    >"$PROJECT/experiment_configurations.txt"
+  in_session --data ds -N 2 -d script --partition notmpdir --exp-name two --time 5 <<'EOF2'
+echo "TMP=$SLURM_TMPDIR"
+hpc_run_command; echo "RC=$?"
+exit
+EOF2
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ $output =~ RANK\ 0\ of\ 2\ on\ (node[1-4]):\ hello\ data ]]
+  local n0=${BASH_REMATCH[1]}
+  [[ $output =~ RANK\ 1\ of\ 2\ on\ (node[1-4]):\ hello\ data ]]
+  [ "${BASH_REMATCH[1]}" != "$n0" ]
+  [[ $output == *"RC=0"* ]]
+  [[ $output == *"local scratch: removed the job's folder on 2 node(s)"* ]]
+  local tmp
+  tmp=$(grep -o 'TMP=/[^[:space:]]*' <<<"$output" | tr -d '\r' | head -1)
+  tmp=${tmp#TMP=}
+  [ -n "$tmp" ]
+  [ ! -e "$tmp" ]
+  wait_queue_empty two
+}
+
 @test "--interactive without a terminal: refused with what to do, nothing allocated" {
   printf '%s\n' 'true' >"$PROJECT/experiment_configurations.txt"
   run --separate-stderr submitter --interactive --exp-name noterm </dev/null

@@ -104,9 +104,10 @@ hpc_proc_warn_to() {
     return 1
   fi
   for pid in "${targets[@]}"; do
-    kill -s "${_sent#SIG}" "$pid" 2>/dev/null || continue
+    # The name first: a program that saves quickly is gone right after the signal.
     comm='?'
     { IFS= read -r comm <"/proc/$pid/comm"; } 2>/dev/null
+    kill -s "${_sent#SIG}" "$pid" 2>/dev/null || continue
     _sent+=" $pid ($comm)"
   done
   [[ $_sent == *' '* ]] || { _sent="" && return 1; }

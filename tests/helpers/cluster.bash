@@ -6,6 +6,33 @@ load ../helpers/common
 
 CLUSTER_SCRIPT=$REPO_ROOT/tests/cluster/local_cluster.sh
 
+# cluster_beside SUFFIX PORTS_ABOVE [NAME=VALUE...] -- start|stop: a second cluster beside
+# the run's own (its folder + SUFFIX, its ports PORTS_ABOVE higher, the settings NAME=VALUE),
+# for a test file that needs a cluster set up differently; suites run side by side never
+# share it. A file's setup_file exports BESIDE_DIR and BESIDE_OFFSET first (the run's own
+# values, before `start` replaces HPC_LOCAL_CLUSTER_DIR).
+cluster_beside() {
+  local suffix=$1 above=$2
+  shift 2
+  local settings=()
+  while [[ $1 != -- ]]; do settings+=("$1") && shift; done
+  shift
+  env HPC_LOCAL_CLUSTER_DIR="${BESIDE_DIR}$suffix" \
+    HPC_LOCAL_CLUSTER_PORT_OFFSET=$((BESIDE_OFFSET + above)) "${settings[@]}" \
+    bash "$CLUSTER_SCRIPT" "$@"
+}
+
+# cluster_beside_start ARGS...: export the run's own folder and offset, start the cluster
+# beside it (cluster_beside ARGS... -- start) and point Slurm's clients at it.
+cluster_beside_start() {
+  export BESIDE_DIR=${HPC_LOCAL_CLUSTER_DIR:-/tmp/hpc_local_cluster}
+  export BESIDE_OFFSET=${HPC_LOCAL_CLUSTER_PORT_OFFSET:-0}
+  local env_lines
+  env_lines=$(cluster_beside "$@" -- start)
+  eval "$env_lines"
+  export SLURM_CONF HPC_LOCAL_CLUSTER_DIR
+}
+
 # cluster_env: Slurm's client variables for the local cluster; fails when it is down.
 cluster_env() {
   local env_lines

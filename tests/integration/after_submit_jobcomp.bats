@@ -7,23 +7,12 @@
 
 load ../helpers/cluster
 
-jobcomp_cluster() {
-  HPC_LOCAL_CLUSTER_DIR=${JOBCOMP_BESIDE_DIR}_jobcomp \
-    HPC_LOCAL_CLUSTER_PORT_OFFSET=$((JOBCOMP_BESIDE_OFFSET + 100)) \
-    HPC_LOCAL_ACCOUNTING=jobcomp bash "$BATS_TEST_DIRNAME/../cluster/local_cluster.sh" "$@"
-}
-
 setup_file() {
-  export JOBCOMP_BESIDE_DIR=${HPC_LOCAL_CLUSTER_DIR:-/tmp/hpc_local_cluster}
-  export JOBCOMP_BESIDE_OFFSET=${HPC_LOCAL_CLUSTER_PORT_OFFSET:-0}
-  local env_lines
-  env_lines=$(jobcomp_cluster start)
-  eval "$env_lines"
-  export SLURM_CONF HPC_LOCAL_CLUSTER_DIR
+  cluster_beside_start _jobcomp 100 HPC_LOCAL_ACCOUNTING=jobcomp
 }
 
 teardown_file() {
-  jobcomp_cluster stop
+  cluster_beside _jobcomp 100 HPC_LOCAL_ACCOUNTING=jobcomp -- stop
 }
 
 setup() {

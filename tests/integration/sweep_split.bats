@@ -8,23 +8,12 @@ load ../helpers/cluster
 
 # The second cluster sits beside whichever one the run uses (its folder + "_sweep", its
 # ports 50 higher), so that runs of the suite side by side never share it.
-sweep_cluster() {
-  HPC_LOCAL_CLUSTER_DIR=${SWEEP_BESIDE_DIR}_sweep \
-    HPC_LOCAL_CLUSTER_PORT_OFFSET=$((SWEEP_BESIDE_OFFSET + 50)) \
-    HPC_LOCAL_MAX_ARRAY_SIZE=1001 bash "$BATS_TEST_DIRNAME/../cluster/local_cluster.sh" "$@"
-}
-
 setup_file() {
-  export SWEEP_BESIDE_DIR=${HPC_LOCAL_CLUSTER_DIR:-/tmp/hpc_local_cluster}
-  export SWEEP_BESIDE_OFFSET=${HPC_LOCAL_CLUSTER_PORT_OFFSET:-0}
-  local env_lines
-  env_lines=$(sweep_cluster start)
-  eval "$env_lines"
-  export SLURM_CONF HPC_LOCAL_CLUSTER_DIR
+  cluster_beside_start _sweep 50 HPC_LOCAL_MAX_ARRAY_SIZE=1001
 }
 
 teardown_file() {
-  sweep_cluster stop
+  cluster_beside _sweep 50 HPC_LOCAL_MAX_ARRAY_SIZE=1001 -- stop
 }
 
 setup() {

@@ -12,7 +12,9 @@
 # scratch folder. Links are removed as links, never followed. --dry-run removes nothing.
 # The report (what went, what stayed, bytes freed) goes to stdout in one locked write,
 # so that the reports of all nodes land whole in the one log their jobs share.
-# Self-contained on purpose: sbatch runs a copy of this file from the node's spool folder.
+# sbatch runs a copy of this file from the node's spool folder: the job side's library
+# (virtual_env_hpc_files/job_lib.sh) is the one submit_cleanup.sh names in HPC_JOB_LIB
+# (hpc_files/lib/hpc_lib.sh exports it), else the one beside this file (run in place).
 set -euo pipefail
 
 PROG=cleanup_node.sh
@@ -22,13 +24,12 @@ die() {
   exit 1
 }
 
-# expand_template TEMPLATE NODE USER: the scratch path on this node.
-expand_template() {
-  local path=$1
-  path=${path//%n/$2}
-  path=${path//%u/$3}
-  printf '%s\n' "$path"
-}
+JOB_LIB=${BASH_SOURCE[0]%/*}
+[[ $JOB_LIB != "${BASH_SOURCE[0]}" ]] || JOB_LIB=.
+JOB_LIB=${HPC_JOB_LIB:-$JOB_LIB/../virtual_env_hpc_files/job_lib.sh}
+[[ -r $JOB_LIB ]] || die "the toolkit's job library $JOB_LIB cannot be read on this node: nothing removed (submit with plai_cleanups/submit_cleanup.sh, from a project folder the nodes see)"
+# shellcheck source=virtual_env_hpc_files/job_lib.sh
+source "$JOB_LIB"
 
 # check_root PATH: an absolute path with no . or .. part and not / itself.
 check_root() {
@@ -142,7 +143,7 @@ main() {
   [[ -n $NODE ]] || die "SLURMD_NODENAME is not set: this runs as a Slurm job, submitted by submit_cleanup.sh"
   MY_UID=$(id -u)
   MY_USER=$(id -un)
-  ROOT=$(expand_template "$template" "$NODE" "$MY_USER")
+  hpc_expand_path_to ROOT "$template" "$NODE" "$MY_USER"
   check_root "$ROOT"
   REPORT=() REMOVED=0 FREED=0 OTHERS=0 FAILED=0
   if [[ ! -d $ROOT ]]; then

@@ -10,29 +10,16 @@
 
 HPC_CONTAINER_SH=${BASH_SOURCE[0]}
 
+# The job side's library (hpc_log, hpc_fail, this node's folders).
+# shellcheck source=virtual_env_hpc_files/job_lib.sh
+source "${BASH_SOURCE[0]%/*}/../virtual_env_hpc_files/job_lib.sh"
+
 # Variables handed to the command inside (--cleanenv drops the rest): every variable
 # with one of these prefixes, and these names.
 HPC_CONTAINER_ENV_PREFIXES=(SLURM_ SLURMD_ HPC_ WANDB_ NCCL_ TORCH_ DASK_ OMP_ MKL_)
 HPC_CONTAINER_ENV_NAMES=(source_dir project_name scratch_dir exp_name MASTER_ADDR MASTER_PORT
   RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE NODE_RANK GROUP_RANK CUDA_VISIBLE_DEVICES
   ROCR_VISIBLE_DEVICES GPU_DEVICE_ORDINAL PYTHONUNBUFFERED PYTHONHASHSEED TZ)
-
-# hpc_container_fail MESSAGE: job_runtime's hpc_fail, or the same line where it is not loaded.
-hpc_container_fail() {
-  if declare -F hpc_fail >/dev/null; then
-    hpc_fail "$1"
-  fi
-  printf '[hpc %(%F %T)T %s] ERROR: %s\n' -1 "${SLURMD_NODENAME:-${HOSTNAME:-?}}" "$1" >&2
-  exit 1
-}
-
-hpc_container_log() {
-  if declare -F hpc_log >/dev/null; then
-    hpc_log "$@"
-  else
-    printf '[hpc %(%F %T)T %s] %s\n' -1 "${SLURMD_NODENAME:-${HOSTNAME:-?}}" "$*"
-  fi
-}
 
 # hpc_container_image_kind PATH: prints sif, simg, squashfs or sandbox; 1 when PATH is not
 # an image. SIF files carry "SIF_MAGIC" at byte 32, after the launch line
@@ -79,11 +66,9 @@ hpc_container_runtime() {
 # hpc_container_node_tmpdir: this node's $SLURM_TMPDIR: Slurm's, or the job's own folder on
 # clusters without one (staging.sh; HPC_TMPDIR_PATTERN, %n = this node). "" when none.
 hpc_container_node_tmpdir() {
-  if [[ -n ${HPC_TMPDIR_PATTERN:-} ]]; then
-    printf '%s\n' "${HPC_TMPDIR_PATTERN//%n/${SLURMD_NODENAME:-$(hostname -s)}}"
-  else
-    printf '%s\n' "${SLURM_TMPDIR:-}"
-  fi
+  local dir
+  hpc_node_tmpdir_to dir || true
+  printf '%s\n' "$dir"
 }
 
 # hpc_container_node_dir: this node's folder for the image copy (--container-to-local):
@@ -96,9 +81,8 @@ hpc_container_node_dir() {
     printf '%s/hpc_container\n' "$tmpdir"
     return 0
   fi
-  local base=${HPC_LOCAL_SCRATCH:-/tmp}
-  base=${base//%n/${SLURMD_NODENAME:-$(hostname -s)}}
-  base=${base//%u/${USER:-$(id -un)}}
+  local base
+  hpc_node_path_to base "${HPC_LOCAL_SCRATCH:-/tmp}" || true
   printf '%s/hpc-container-%s\n' "$base" "${SLURM_JOB_ID:-0}"
 }
 
@@ -122,7 +106,7 @@ hpc_container_binds_to() {
     path=${path%/}
     [[ -n $path && -d $path ]] || continue
     [[ $path != *[,:]* ]] ||
-      hpc_container_fail "cannot bind $path into the container: Singularity's --bind cannot take a path with ',' or ':'; rename the folder"
+      hpc_fail "cannot bind $path into the container: Singularity's --bind cannot take a path with ',' or ':'; rename the folder"
     covered=0
     for kept in "${_binds[@]}"; do
       [[ $path == "$kept" || $path == "$kept"/* ]] && covered=1
@@ -137,7 +121,7 @@ hpc_container_argv_to() {
   local runtime bind
   local -a binds
   runtime=$(hpc_container_runtime) ||
-    hpc_container_fail "no container runtime on node ${SLURMD_NODENAME:-?}: neither apptainer nor singularity is on PATH (on many clusters: module load apptainer; add it to HPC_MODULES in your cluster profile)"
+    hpc_fail "no container runtime on node ${SLURMD_NODENAME:-?}: neither apptainer nor singularity is on PATH (on many clusters: module load apptainer; add it to HPC_MODULES in your cluster profile)"
   _argv=("$runtime" exec)
   ((${HPC_GPUS_PER_NODE:-0} == 0)) || _argv+=(--nv)
   _argv+=(--cleanenv)
@@ -179,15 +163,19 @@ hpc_container_export_env() {
 # container, or with COMMAND itself when there is no image. It execs: call it in a
 # subshell or in the background.
 hpc_container_exec() {
-  [[ -n ${HPC_CONTAINER:-} ]] || exec "$@"
   local -a argv
-  # srun steps inherit the first node's value; the binds need this node's folder.
-  [[ -z ${HPC_TMPDIR_PATTERN:-} ]] || export SLURM_TMPDIR=${HPC_TMPDIR_PATTERN//%n/${SLURMD_NODENAME:-}}
+  local dir
+  # srun steps inherit the first node's value; the binds (and a dask worker, launchers.sh)
+  # need this node's folder.
+  if [[ -n ${HPC_TMPDIR_PATTERN:-} ]] && hpc_node_path_to dir "$HPC_TMPDIR_PATTERN"; then
+    export SLURM_TMPDIR=$dir
+  fi
+  [[ -n ${HPC_CONTAINER:-} ]] || exec "$@"
   hpc_container_argv_to argv
   command -v "${argv[0]}" >/dev/null ||
-    hpc_container_fail "container runtime ${argv[0]} not found on node ${SLURMD_NODENAME:-?} (every node needs it: add its module to HPC_MODULES in your cluster profile)"
+    hpc_fail "container runtime ${argv[0]} not found on node ${SLURMD_NODENAME:-?} (every node needs it: add its module to HPC_MODULES in your cluster profile)"
   [[ -e ${argv[-1]} ]] ||
-    hpc_container_fail "container image ${argv[-1]} is missing on node ${SLURMD_NODENAME:-?}"
+    hpc_fail "container image ${argv[-1]} is missing on node ${SLURMD_NODENAME:-?}"
   hpc_container_export_env
   exec "${argv[@]}" "$@"
 }
@@ -210,15 +198,15 @@ hpc_container_stage_here() {
   local dir dest started=$SECONDS
   dir=$(hpc_container_node_dir)
   dest=$dir/${HPC_CONTAINER##*/}
-  mkdir -p -- "$dir" || hpc_container_fail "cannot create $dir for the image copy on ${SLURMD_NODENAME:-?}"
+  mkdir -p -- "$dir" || hpc_fail "cannot create $dir for the image copy on ${SLURMD_NODENAME:-?}"
   rm -rf -- "$dest.part.$$"
   if ! cp -a -- "$HPC_CONTAINER" "$dest.part.$$"; then
     rm -rf -- "$dest.part.$$"
-    hpc_container_fail "copying $HPC_CONTAINER to $dir on ${SLURMD_NODENAME:-?} failed (is the local disk full?)"
+    hpc_fail "copying $HPC_CONTAINER to $dir on ${SLURMD_NODENAME:-?} failed (is the local disk full?)"
   fi
   rm -rf -- "$dest"
-  mv -T -- "$dest.part.$$" "$dest" || hpc_container_fail "cannot move the image copy into $dest"
-  hpc_container_log "container: image copied to $dest ($(du -sh -- "$dest" | cut -f1), $((SECONDS - started)) s)"
+  mv -T -- "$dest.part.$$" "$dest" || hpc_fail "cannot move the image copy into $dest"
+  hpc_log "container: image copied to $dest ($(du -sh -- "$dest" | cut -f1), $((SECONDS - started)) s)"
 }
 
 hpc_container_cleanup_here() {
@@ -239,7 +227,7 @@ hpc_container_on_nodes() {
 
 # Exit hook: remove the copies when they are not in $SLURM_TMPDIR (which goes anyway).
 hpc_container_cleanup() {
-  hpc_container_on_nodes --cleanup || hpc_container_log "container: could not remove the image copies in $(hpc_container_node_dir)"
+  hpc_container_on_nodes --cleanup || hpc_log "container: could not remove the image copies in $(hpc_container_node_dir)"
 }
 
 # hpc_container_prepare: the batch script's step before the command (instead of the venv):
@@ -249,14 +237,14 @@ hpc_container_prepare() {
   local runtime kind version
   [[ -n ${HPC_CONTAINER:-} ]] || return 0
   runtime=$(hpc_container_runtime) ||
-    hpc_container_fail "--singularity-container: neither apptainer nor singularity is on PATH on node ${SLURMD_NODENAME:-?}. On many clusters it is a module: add it to HPC_MODULES in your cluster profile (e.g. HPC_MODULES=\"apptainer\"), or ask your admins"
+    hpc_fail "--singularity-container: neither apptainer nor singularity is on PATH on node ${SLURMD_NODENAME:-?}. On many clusters it is a module: add it to HPC_MODULES in your cluster profile (e.g. HPC_MODULES=\"apptainer\"), or ask your admins"
   command -v "$runtime" >/dev/null ||
-    hpc_container_fail "HPC_CONTAINER_RUNTIME=$runtime: no such command on node ${SLURMD_NODENAME:-?} (use apptainer or singularity, or unset it)"
+    hpc_fail "HPC_CONTAINER_RUNTIME=$runtime: no such command on node ${SLURMD_NODENAME:-?} (use apptainer or singularity, or unset it)"
   export HPC_CONTAINER_RUNTIME=$runtime
   [[ -e $HPC_CONTAINER ]] ||
-    hpc_container_fail "container image $HPC_CONTAINER not found on node ${SLURMD_NODENAME:-?} (moved or deleted since submission? is it on a filesystem the nodes see?)"
+    hpc_fail "container image $HPC_CONTAINER not found on node ${SLURMD_NODENAME:-?} (moved or deleted since submission? is it on a filesystem the nodes see?)"
   kind=$(hpc_container_image_kind "$HPC_CONTAINER") ||
-    hpc_container_fail "$HPC_CONTAINER is not a Singularity/Apptainer image (no SIF header, not a sandbox folder): build one with '$runtime build', see README.md, 'Containers'"
+    hpc_fail "$HPC_CONTAINER is not a Singularity/Apptainer image (no SIF header, not a sandbox folder): build one with '$runtime build', see README.md, 'Containers'"
   # --no-mount (Singularity 3.7+, Apptainer) lets the job's local folder be /tmp inside.
   if "$runtime" exec --help 2>/dev/null | grep -q -- '--no-mount'; then
     export HPC_CONTAINER_NO_MOUNT=yes
@@ -264,11 +252,11 @@ hpc_container_prepare() {
     export HPC_CONTAINER_NO_MOUNT=no
   fi
   version=$("$runtime" --version 2>/dev/null | head -n 1) || version=$runtime
-  hpc_container_log "container: $HPC_CONTAINER ($kind) with ${version:-$runtime}; commands run inside it, with the image's python"
+  hpc_log "container: $HPC_CONTAINER ($kind) with ${version:-$runtime}; commands run inside it, with the image's python"
   if [[ ${HPC_CONTAINER_TO_LOCAL:-no} == yes ]]; then
     [[ -n $(hpc_container_node_tmpdir) ]] || HPC_EXIT_HOOKS+=(hpc_container_cleanup)
     hpc_container_on_nodes --stage ||
-      hpc_container_fail "the image could not be copied to the local disk of every node (see the lines above)"
+      hpc_fail "the image could not be copied to the local disk of every node (see the lines above)"
   fi
   return 0
 }
@@ -277,7 +265,7 @@ if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
   case ${1:-} in
     --stage) hpc_container_stage_here ;;
     --cleanup) hpc_container_cleanup_here ;;
-    '') hpc_container_fail "usage: container.sh COMMAND [ARGS...] | --stage | --cleanup" ;;
+    '') hpc_fail "usage: container.sh COMMAND [ARGS...] | --stage | --cleanup" ;;
     *) hpc_container_exec "$@" ;;
   esac
 fi

@@ -3,6 +3,9 @@
 # a job takes on its first node (folders, modules, venv, the command and its launcher).
 # The batch script sets source_dir, project_name, scratch_dir, exp_name and HPC_* first.
 
+# The job side's library: hpc_log, hpc_fail, modules, Slurm versions, this node's paths.
+# shellcheck source=virtual_env_hpc_files/job_lib.sh
+source "${BASH_SOURCE[0]%/*}/job_lib.sh"
 # shellcheck source=virtual_env_hpc_files/launchers.sh
 source "${BASH_SOURCE[0]%/*}/launchers.sh"
 # shellcheck source=virtual_env_hpc_files/requeue.sh
@@ -11,20 +14,6 @@ source "${BASH_SOURCE[0]%/*}/requeue.sh"
 source "${BASH_SOURCE[0]%/*}/staging.sh"
 # shellcheck source=singularity_hpc_files/container.sh
 source "${BASH_SOURCE[0]%/*}/../singularity_hpc_files/container.sh"
-# What differs between Slurm versions (one place for both sides of the toolkit).
-# shellcheck source=hpc_files/lib/cluster.sh
-source "${BASH_SOURCE[0]%/*}/../hpc_files/lib/cluster.sh"
-
-# hpc_log MESSAGE...: one line in the job's log, tagged with the node.
-hpc_log() {
-  printf '[hpc %(%F %T)T %s] %s\n' -1 "${SLURMD_NODENAME:-${HOSTNAME:-?}}" "$*"
-}
-
-# hpc_fail MESSAGE [CODE]: say what went wrong and end the job (FAILED in Slurm).
-hpc_fail() {
-  printf '[hpc %(%F %T)T %s] ERROR: %s\n' -1 "${SLURMD_NODENAME:-${HOSTNAME:-?}}" "$1" >&2
-  exit "${2:-1}"
-}
 
 # hpc_read_task_command: HPC_COMMAND = line HPC_TASK_INDEX+1 of HPC_COMMANDS_FILE.
 hpc_read_task_command() {
@@ -120,23 +109,6 @@ hpc_load_wandb_key() {
   export WANDB_API_KEY=$key
 }
 
-# hpc_load_modules: `module load $HPC_MODULES` (clusters with environment modules).
-hpc_load_modules() {
-  [[ -n ${HPC_MODULES:-} ]] || return 0
-  if ! declare -F module >/dev/null && ! command -v module >/dev/null; then
-    local init
-    for init in /etc/profile.d/lmod.sh /etc/profile.d/modules.sh /usr/share/lmod/lmod/init/bash; do
-      # shellcheck source=/dev/null
-      [[ -r $init ]] && source "$init" && break
-    done
-  fi
-  declare -F module >/dev/null || command -v module >/dev/null ||
-    hpc_fail "the cluster profile asks for modules ($HPC_MODULES) but this node has no 'module' command: set HPC_MODULES=\"\" in the profile"
-  # shellcheck disable=SC2086 # a space-separated list of modules
-  module load $HPC_MODULES || hpc_fail "module load $HPC_MODULES failed (module names differ between clusters: fix HPC_MODULES in the profile)"
-  hpc_log "modules: $HPC_MODULES"
-}
-
 # hpc_activate_venv: the project's venv, or none when HPC_VENV=none.
 hpc_activate_venv() {
   if [[ ${HPC_VENV:-none} == none ]]; then
@@ -215,7 +187,8 @@ hpc_interactive_begin() {
     hpc_activate_venv
   fi
   cd -- "$source_dir" || hpc_fail "project folder $source_dir is not reachable from this node"
-  local node=${SLURMD_NODENAME:-$(hostname)}
+  local node
+  hpc_node_name_to node
   hpc_log "interactive session: job $SLURM_JOB_ID on ${SLURM_JOB_NODELIST:-$node} (this shell on $node), in $source_dir"
   hpc_log "python: $(command -v python || command -v python3 || echo none)"
   printf '\nThe command of task %s (line %s of %s):\n    %s\n' "$HPC_TASK_INDEX" "$((HPC_TASK_INDEX + 1))" \

@@ -3,6 +3,9 @@
 # launcher (hpc_launch_NAME), called by hpc_run_command from the project folder with
 # HPC_COMMAND set. Sourced by job_runtime.sh. Each returns the command's exit code.
 
+# shellcheck source=virtual_env_hpc_files/job_lib.sh
+source "${BASH_SOURCE[0]%/*}/job_lib.sh"
+
 HPC_TASK_WRAPPER=${BASH_SOURCE[0]%/*}/task_wrapper.sh
 
 # hpc_first_node_addr: NodeAddr of the job's first node as Slurm knows it (node names
@@ -147,9 +150,10 @@ hpc_launch_dask() {
   "${ctr[@]}" dask scheduler --scheduler-file "$file" --host "$MASTER_ADDR" --port 0 \
     --dashboard-address :0 </dev/null >"$dir/scheduler-${SLURM_JOB_ID:-0}.log" 2>&1 &
   sched_pid=$!
-  # shellcheck disable=SC2016 # expanded by the task's bash, on each node (its own $SLURM_TMPDIR)
-  srun --kill-on-bad-exit=1 --nodes="$HPC_NUM_NODES" --ntasks-per-node=1 "${ctr[@]}" bash -c \
-    'd=${HPC_TMPDIR_PATTERN//%n/$SLURMD_NODENAME}; exec dask worker --scheduler-file "$1" --nthreads "$2" --nworkers 1 --name "$SLURMD_NODENAME" --local-directory "${d:-${SLURM_TMPDIR:-/tmp}}"' \
+  # Through container.sh with or without an image: it sets each node's own $SLURM_TMPDIR.
+  # shellcheck disable=SC2016 # expanded by the task's bash, on each node
+  srun --kill-on-bad-exit=1 --nodes="$HPC_NUM_NODES" --ntasks-per-node=1 bash "$HPC_CONTAINER_SH" bash -c \
+    'exec dask worker --scheduler-file "$1" --nthreads "$2" --nworkers 1 --name "$SLURMD_NODENAME" --local-directory "${SLURM_TMPDIR:-/tmp}"' \
     _ "$file" "$HPC_CPUS_PER_TASK" </dev/null >"$dir/workers-${SLURM_JOB_ID:-0}.log" 2>&1 &
   workers_pid=$!
   if ! "${ctr[@]}" python -c 'import sys; from distributed import Client

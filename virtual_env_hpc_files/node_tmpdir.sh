@@ -11,38 +11,9 @@
 # mode 700 (plai_cleanups/ relies on that name): distinct per node even where the nodes
 # share the scratch path (two nodes extracting into one folder collide). Messages go to stderr (the job's log).
 
-_node_name() { printf '%s' "${SLURMD_NODENAME:-${HOSTNAME:-?}}"; }
-
-_node_log() {
-  printf '[hpc %(%F %T)T %s] %s\n' -1 "$(_node_name)" "$*" >&2
-}
-
-_node_error() {
-  printf '[hpc %(%F %T)T %s] ERROR: %s\n' -1 "$(_node_name)" "$*" >&2
-}
-
-# The toolkit's helper library (human_bytes_to), from the project's copy of hpc_files.
-# shellcheck source=hpc_files/lib/hpc_lib.sh
-source "${BASH_SOURCE[0]%/*}/../hpc_files/lib/hpc_lib.sh"
-# shellcheck source=hpc_files/lib/cluster.sh
-source "${BASH_SOURCE[0]%/*}/../hpc_files/lib/cluster.sh"
-
-# hpc_node_tmpdir_to VAR: this node's $SLURM_TMPDIR: the job's own folder when the job
-# makes one (HPC_TMPDIR_PATTERN, %n = this node), else the one Slurm set.
-hpc_node_tmpdir_to() {
-  local -n _nd=$1
-  if [[ -n ${HPC_TMPDIR_PATTERN:-} ]]; then
-    # The node's name becomes part of a folder name: nothing but a plain host name.
-    [[ $(_node_name) =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]] || {
-      _node_error "this node's name '$(_node_name)' cannot name a folder: set SLURMD_NODENAME"
-      _nd=""
-      return 1
-    }
-    _nd=${HPC_TMPDIR_PATTERN//%n/$(_node_name)}
-  else
-    hpc_slurm_tmpdir_to "$1" # SLURM_TMPDIR, or TMPDIR where Slurm sets only that
-  fi
-}
+# The job side's library (hpc_log, hpc_error, hpc_node_tmpdir_to, is_size, human_bytes_to).
+# shellcheck source=virtual_env_hpc_files/job_lib.sh
+source "${BASH_SOURCE[0]%/*}/job_lib.sh"
 
 # hpc_node_make_tmpdir DIR: create DIR (mode 700) in its parent, which must exist (the
 # toolkit never makes the profile's HPC_LOCAL_SCRATCH). One mkdir, without -p: it fails when
@@ -53,16 +24,16 @@ hpc_node_tmpdir_to() {
 hpc_node_make_tmpdir() {
   local dir=$1 parent=${1%/*}
   if [[ ! -d $parent ]]; then
-    _node_error "the local scratch folder $parent does not exist (or is not a folder) on this node (HPC_LOCAL_SCRATCH='${HPC_LOCAL_SCRATCH:-}' in the cluster profile): the job makes no folders there. Create it, or set HPC_LOCAL_SCRATCH in the profile to a folder on the node's local disk that exists"
+    hpc_error "the local scratch folder $parent does not exist (or is not a folder) on this node (HPC_LOCAL_SCRATCH='${HPC_LOCAL_SCRATCH:-}' in the cluster profile): the job makes no folders there. Create it, or set HPC_LOCAL_SCRATCH in the profile to a folder on the node's local disk that exists"
     return 1
   fi
   if mkdir -m 700 -- "$dir" 2>/dev/null; then
     [[ -d $dir && ! -L $dir && -O $dir ]] && return 0
-    _node_error "$dir changed under the job right after it was made: the job stops"
+    hpc_error "$dir changed under the job right after it was made: the job stops"
     return 1
   fi
   if [[ -d $dir && ! -L $dir && -O $dir ]]; then
-    _node_log "$dir is left from an earlier run of this job: starting it afresh"
+    hpc_log >&2 "$dir is left from an earlier run of this job: starting it afresh"
     if hpc_node_remove_tmpdir "$dir" && mkdir -m 700 -- "$dir" 2>/dev/null &&
       [[ -d $dir && ! -L $dir && -O $dir ]]; then
       return 0
@@ -76,7 +47,7 @@ hpc_node_make_tmpdir() {
   elif [[ -e $dir ]]; then
     what="it exists and is not a folder"
   fi
-  _node_error "cannot create $dir ($what; it is not this job's folder and is left alone): the job stops. Ask the owner or the admins to remove it"
+  hpc_error "cannot create $dir ($what; it is not this job's folder and is left alone): the job stops. Ask the owner or the admins to remove it"
   return 1
 }
 
@@ -86,14 +57,14 @@ hpc_node_make_tmpdir() {
 hpc_node_remove_tmpdir() {
   local dir=$1
   [[ ${dir##*/} =~ ^hpc_job_[0-9]+(_[A-Za-z0-9][A-Za-z0-9._-]*)?$ ]] || {
-    _node_error "refusing to remove $dir: not a job folder (hpc_job_<id>_<node>)"
+    hpc_error "refusing to remove $dir: not a job folder (hpc_job_<id>_<node>)"
     return 1
   }
   [[ -e $dir || -L $dir ]] || return 0
   rm -rf -- "$dir" 2>/dev/null && return 0
   chmod -R u+rwx -- "$dir" 2>/dev/null
   rm -rf -- "$dir" && return 0
-  _node_error "could not remove $dir"
+  hpc_error "could not remove $dir"
   return 1
 }
 
@@ -102,26 +73,26 @@ hpc_node_remove_tmpdir() {
 hpc_node_extract() {
   local dir=$1 archive=$2 bytes=${3:-0} avail need have
   is_size "$bytes" || {
-    _node_error "the size of the --data ('${bytes:0:100}') is not a number (was the job script or .hpc_staging edited?): submit again"
+    hpc_error "the size of the --data ('${bytes:0:100}') is not a number (was the job script or .hpc_staging edited?): submit again"
     return 1
   }
   bytes=$((10#$bytes))
   [[ -n $dir && -d $dir ]] || {
-    _node_error "no \$SLURM_TMPDIR folder on this node (${dir:-unset}): cannot stage the data"
+    hpc_error "no \$SLURM_TMPDIR folder on this node (${dir:-unset}): cannot stage the data"
     return 1
   }
   avail=$(df -Pk -- "$dir" | awk 'NR == 2 { print $4 }')
   if is_size "$avail" && ((10#$avail * 1024 < bytes)); then
     human_bytes_to need "$bytes"
     human_bytes_to have "$((10#$avail * 1024))"
-    _node_error "not enough local disk for the --data: it needs $need, $dir has $have free. Stage less data, or ask for nodes with a larger local disk"
+    hpc_error "not enough local disk for the --data: it needs $need, $dir has $have free. Stage less data, or ask for nodes with a larger local disk"
     return 1
   fi
   local opts=()
   case $archive in
     *.tar.zst)
       command -v zstd >/dev/null || {
-        _node_error "zstd is not installed on this node, and $archive needs it: submit with HPC_DATA_COMPRESS=pigz (or none) in the environment"
+        hpc_error "zstd is not installed on this node, and $archive needs it: submit with HPC_DATA_COMPRESS=pigz (or none) in the environment"
         return 1
       }
       opts=(--use-compress-program=zstd)
@@ -131,7 +102,7 @@ hpc_node_extract() {
       ;;
   esac
   tar -x -f "$archive" "${opts[@]}" -C "$dir" || {
-    _node_error "extracting $archive into $dir failed (tar's message is above)"
+    hpc_error "extracting $archive into $dir failed (tar's message is above)"
     return 1
   }
 }
@@ -139,7 +110,7 @@ hpc_node_extract() {
 # hpc_node_keep BATCH_NODE BATCH_PID: the per-node keeper task (see the header).
 hpc_node_keep() {
   local batch_node=$1 batch_pid=$2 dir node stop=0 nap=""
-  node=$(_node_name)
+  hpc_node_name_to node
   hpc_node_tmpdir_to dir || {
     printf 'error %s\n' "$node"
     exit 1

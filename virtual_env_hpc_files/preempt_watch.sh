@@ -12,6 +12,8 @@
 set -u
 job=${1:?usage: preempt_watch.sh JOB STOP_FILE}
 stop=${2:?usage: preempt_watch.sh JOB STOP_FILE}
+# shellcheck source=virtual_env_hpc_files/job_lib.sh
+source "${BASH_SOURCE[0]%/*}/job_lib.sh"
 
 # A preemption: Slurm's PreemptTime field holds a time (squeue -O reads the field itself;
 # the text of `scontrol show job` also holds the job's name and Comment=, anyone's words).
@@ -25,7 +27,7 @@ preempted() {
 notice() {
   if preempted; then
     scancel --batch --signal=USR2 "$job" 2>/dev/null ||
-      echo "[hpc preempt-watch] the job is preempted but its batch shell could not be told (scancel --batch failed)" >&2
+      hpc_error "preempt watch: the job is preempted but its batch shell could not be told (scancel --batch failed)"
   fi
   exit 0
 }

@@ -12,6 +12,8 @@
 
 HPC_RUNTIME_DIR=${BASH_SOURCE[0]%/*}
 HPC_RUN_LINE=$HPC_RUNTIME_DIR/run_line.sh
+# shellcheck source=virtual_env_hpc_files/job_lib.sh
+source "$HPC_RUNTIME_DIR/job_lib.sh"
 # shellcheck source=virtual_env_hpc_files/proc_tree.sh
 source "$HPC_RUNTIME_DIR/proc_tree.sh"
 

@@ -14,6 +14,8 @@
 # keepers already run, get SIGTERM, and remove their node's folder.
 # The batch shell has background helpers (keepers, the sync loop): never `wait` bare.
 
+# shellcheck source=virtual_env_hpc_files/job_lib.sh
+source "${BASH_SOURCE[0]%/*}/job_lib.sh"
 # shellcheck source=virtual_env_hpc_files/node_tmpdir.sh
 source "${BASH_SOURCE[0]%/*}/node_tmpdir.sh"
 HPC_NODE_SCRIPT=${BASH_SOURCE[0]%/*}/node_tmpdir.sh
@@ -23,10 +25,6 @@ HPC_EXIT_RESULTS_LOST=74
 # Seconds to wait for the keepers to start, and to remove their folders at the end.
 HPC_KEEPER_TIMEOUT=${HPC_KEEPER_TIMEOUT:-120}
 HPC_KEEPER_PID="" HPC_KEEPER_STEP="" HPC_KEEPER_FD="" HPC_SYNC_PID="" HPC_OWN_TMPDIR=""
-
-_hpc_error() {
-  printf '[hpc %(%F %T)T %s] ERROR: %s\n' -1 "${SLURMD_NODENAME:-${HOSTNAME:-?}}" "$*" >&2
-}
 
 # _hpc_seconds_since T0: seconds since EPOCHREALTIME T0, with two decimals.
 _hpc_seconds_since() {
@@ -41,7 +39,7 @@ _hpc_seconds_since() {
 hpc_prepare_tmpdir() {
   local mode=${HPC_PROVIDES_TMPDIR:-auto} from=SLURM_TMPDIR
   [[ -n ${SLURM_TMPDIR:-} ]] || from=TMPDIR
-  hpc_slurm_tmpdir_to SLURM_TMPDIR # or this job's TMPDIR, where Slurm sets only that (cluster.sh)
+  hpc_slurm_tmpdir_to SLURM_TMPDIR # or this job's TMPDIR, where Slurm sets only that (job_lib.sh)
   if [[ $mode != no && -n ${SLURM_TMPDIR:-} && -d ${SLURM_TMPDIR:-} ]]; then
     if [[ -n ${HPC_LOCAL_RUN:-} ]]; then
       hpc_log "local scratch: \$SLURM_TMPDIR=$SLURM_TMPDIR (made by the --local run, removed at its end)"
@@ -60,8 +58,9 @@ hpc_prepare_tmpdir() {
 # _hpc_own_tmpdirs: the job's own folder on every node (see node_tmpdir.sh). The exit hook
 # removes only what was made: HPC_OWN_TMPDIR is set once this node's folder is this job's.
 _hpc_own_tmpdirs() {
-  local nodes=${SLURM_JOB_NUM_NODES:-1} base=${HPC_LOCAL_SCRATCH:-/tmp} dir
-  base=${base//%u/${SLURM_JOB_USER:-${USER:-$(id -un)}}}
+  local nodes=${SLURM_JOB_NUM_NODES:-1} base=${HPC_LOCAL_SCRATCH:-/tmp} dir user
+  hpc_job_user_to user
+  hpc_expand_path_to base "$base" %n "$user" # %n stays: each node's own name (node_tmpdir.sh)
   [[ $base == /* ]] ||
     hpc_fail "HPC_LOCAL_SCRATCH '$HPC_LOCAL_SCRATCH' is not an absolute path: fix the cluster profile"
   export HPC_TMPDIR_PATTERN=${base%/}/hpc_job_${SLURM_JOB_ID:?}_%n
@@ -110,7 +109,7 @@ _hpc_stop_keepers() {
   done
   exec {HPC_KEEPER_FD}<&-
   if kill -0 "$HPC_KEEPER_PID" 2>/dev/null; then
-    _hpc_error "the per-node folder keepers did not end within $HPC_KEEPER_TIMEOUT s; Slurm stops them at the job's end"
+    hpc_error "the per-node folder keepers did not end within $HPC_KEEPER_TIMEOUT s; Slurm stops them at the job's end"
     return 1
   fi
   HPC_KEEPER_PID=""
@@ -187,7 +186,7 @@ hpc_results_sync() {
   command -v flock >/dev/null && lock=(flock "${SLURM_TMPDIR:-/tmp}/.hpc_results.lock")
   out=$(mkdir -p -- "$dest" 2>&1 && "${lock[@]}" "${copy[@]}" 2>&1) || rc=$?
   if ((rc != 0)); then
-    _hpc_error "results: copying $src to $dest failed (${copy[0]} exit $rc): ${out:0:2000}"
+    hpc_error "results: copying $src to $dest failed (${copy[0]} exit $rc): ${out:0:2000}"
     return 1
   fi
   hpc_log "results: copied to $dest in $(_hpc_seconds_since "$t0") s"
@@ -205,7 +204,7 @@ hpc_results_final() {
   hpc_results_sync && return 0
   if ((rc == 0)); then
     HPC_EXIT_CODE=$HPC_EXIT_RESULTS_LOST
-    _hpc_error "the program succeeded, but its results did not come back to $HPC_RESULTS_DEST: the job fails with exit code $HPC_EXIT_RESULTS_LOST"
+    hpc_error "the program succeeded, but its results did not come back to $HPC_RESULTS_DEST: the job fails with exit code $HPC_EXIT_RESULTS_LOST"
   fi
   return 1
 }

@@ -14,25 +14,18 @@
 # it is never printed and never passed on a command line.
 set -euo pipefail
 
-say() {
-  printf '[hpc %(%F %T)T %s] %s\n' -1 "${SLURMD_NODENAME:-${HOSTNAME:-?}}" "$*"
-}
-
-fail() {
-  say "ERROR: $*" >&2
-  exit 2
-}
-
 HERE=${BASH_SOURCE[0]%/*}
 [[ $HERE != "${BASH_SOURCE[0]}" ]] || HERE=.
 HERE=$(cd -- "$HERE" && pwd)
+# shellcheck source=virtual_env_hpc_files/job_lib.sh
+source "$HERE/job_lib.sh"
 
 # pin_gpu: this srun task (SLURM_LOCALID) keeps one of the node's GPUs.
 pin_gpu() {
   local gpus=${CUDA_VISIBLE_DEVICES:-${SLURM_STEP_GPUS:-${SLURM_JOB_GPUS:-}}} ids
   IFS=, read -r -a ids <<<"$gpus"
   local i=${SLURM_LOCALID:-0}
-  ((i < ${#ids[@]})) || fail "agent $i of node ${SLURMD_NODENAME:-?} has no GPU of its own (GPUs seen: '${gpus}')"
+  ((i < ${#ids[@]})) || hpc_fail "agent $i of node ${SLURMD_NODENAME:-?} has no GPU of its own (GPUs seen: '${gpus}')" 2
   export CUDA_VISIBLE_DEVICES=${ids[i]}
   # The agents are independent programs, not ranks of one: hide the step's task count,
   # or Lightning would see SLURM_NTASKS and wait for a distributed job that never forms.
@@ -51,12 +44,12 @@ online() {
       --stagger) stagger=$2 && shift ;;
       --per-gpu) per_gpu=1 ;;
       --agent-task) task=1 ;;
-      *) fail "sweep_agent.sh online: unknown argument $1" ;;
+      *) hpc_fail "sweep_agent.sh online: unknown argument $1" 2 ;;
     esac
     shift
   done
   if ((per_gpu && !task)); then
-    say "starting $((HPC_NUM_NODES * HPC_TASKS_PER_NODE)) agent(s): one per GPU on each of $HPC_NUM_NODES node(s)"
+    hpc_log "starting $((HPC_NUM_NODES * HPC_TASKS_PER_NODE)) agent(s): one per GPU on each of $HPC_NUM_NODES node(s)"
     local argv=(online "$id" --count "$count" --per-gpu --stagger "$stagger" --agent-task)
     # No --kill-on-bad-exit: one agent that stops leaves the others working.
     exec srun --nodes="$HPC_NUM_NODES" --ntasks-per-node="$HPC_TASKS_PER_NODE" \
@@ -67,17 +60,17 @@ online() {
     pin_gpu
   fi
   if ((delay > 0)); then
-    say "agent waits ${delay} s before starting (stagger: agents do not call W&B all at once)"
+    hpc_log "agent waits ${delay} s before starting (stagger: agents do not call W&B all at once)"
     sleep "$delay"
   fi
-  command -v wandb >/dev/null || fail "wandb is not installed in the job's environment: pip install wandb in the venv"
-  say "agent for sweep $id, up to $count run(s)${CUDA_VISIBLE_DEVICES:+, GPU $CUDA_VISIBLE_DEVICES}: wandb agent --count $count $id"
+  command -v wandb >/dev/null || hpc_fail "wandb is not installed in the job's environment: pip install wandb in the venv" 2
+  hpc_log "agent for sweep $id, up to $count run(s)${CUDA_VISIBLE_DEVICES:+, GPU $CUDA_VISIBLE_DEVICES}: wandb agent --count $count $id"
   exec wandb agent --count "$count" "$id"
 }
 
 offline() {
   local folder=$1 py
-  py=$(command -v python || command -v python3) || fail "no python in the job's environment (the venv?)"
+  py=$(command -v python || command -v python3) || hpc_fail "no python in the job's environment (the venv?)" 2
   # The toolkit's own python/ (next to this file) goes first for this process only; the
   # run it starts gets the job's environment unchanged.
   exec "$py" -c 'import sys; sys.path.insert(0, sys.argv.pop(1)); from hpc_toolkit.sweep.agent import main; sys.exit(main(sys.argv[1:]))' \
@@ -87,6 +80,6 @@ offline() {
 case ${1:-} in
   online) shift && (($#)) && online "$@" ;;
   offline) shift && (($# == 1)) && offline "$1" ;;
-  *) fail "usage: sweep_agent.sh online ENTITY/PROJECT/ID --count N ... | offline SWEEP_FOLDER" ;;
+  *) hpc_fail "usage: sweep_agent.sh online ENTITY/PROJECT/ID --count N ... | offline SWEEP_FOLDER" 2 ;;
 esac
-fail "usage: sweep_agent.sh online ENTITY/PROJECT/ID --count N ... | offline SWEEP_FOLDER"
+hpc_fail "usage: sweep_agent.sh online ENTITY/PROJECT/ID --count N ... | offline SWEEP_FOLDER" 2

@@ -13,22 +13,18 @@ if [[ $mode == ranks ]]; then
   export NODE_RANK=$SLURM_NODEID GROUP_RANK=$SLURM_NODEID
   export LOCAL_WORLD_SIZE=${HPC_TASKS_PER_NODE:-1}
 fi
-# Where the job makes its own local scratch (staging.sh), this node's folder, not the first's.
-[[ -z ${HPC_TMPDIR_PATTERN:-} ]] || export SLURM_TMPDIR=${HPC_TMPDIR_PATTERN//%n/$SLURMD_NODENAME}
-# Where Slurm sets only TMPDIR (this node's job folder), that is this node's SLURM_TMPDIR.
-if [[ -z ${SLURM_TMPDIR:-} ]]; then
-  # shellcheck source=hpc_files/lib/cluster.sh
-  source "${BASH_SOURCE[0]%/*}/../hpc_files/lib/cluster.sh"
-  hpc_slurm_tmpdir_to SLURM_TMPDIR
-  [[ -z $SLURM_TMPDIR ]] || export SLURM_TMPDIR
-fi
-
+# shellcheck source=virtual_env_hpc_files/job_lib.sh
+source "${BASH_SOURCE[0]%/*}/job_lib.sh"
 # shellcheck source=virtual_env_hpc_files/proc_tree.sh
 source "${BASH_SOURCE[0]%/*}/proc_tree.sh"
 
+# This node's SLURM_TMPDIR, not the first node's: the job's own folder here (staging.sh),
+# or where Slurm sets only TMPDIR, this node's job folder.
+hpc_node_tmpdir_to node_tmpdir && [[ -n $node_tmpdir ]] && export SLURM_TMPDIR=$node_tmpdir
+
 # shellcheck disable=SC2317 # called by hpc_proc_warn_loop
 rank_log() {
-  printf '[hpc %(%F %T)T %s] rank %s: %s\n' -1 "${SLURMD_NODENAME:-?}" "${SLURM_PROCID:-0}" "$*"
+  hpc_log "rank ${SLURM_PROCID:-0}: $*"
 }
 
 # The wall-time warning comes from the batch shell as SIGURG to every process of the

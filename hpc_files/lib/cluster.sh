@@ -1,9 +1,12 @@
 # shellcheck shell=bash
-# What the cluster itself allows, asked once at submission, and what differs between
-# Slurm versions. One place for both sides: job_submitter.sh reads the version and checks
-# the request against the partition (hpc_cluster_check); the job side (job_runtime.sh,
-# requeue.sh) asks the hpc_slurm_* functions below how this version behaves.
-# Versions tested: 22.05 (Debian 12) and 24.11 (Debian 13); README.md, "Slurm versions".
+# What the cluster itself allows, asked once at submission: job_submitter.sh reads the
+# Slurm version and checks the request against the partition (hpc_cluster_check). What
+# differs between versions (hpc_slurm_*) is in the job side's library, sourced here: one
+# place for both sides. Versions tested: 22.05 (Debian 12) and 24.11 (Debian 13); README.md,
+# "Slurm versions".
+
+# shellcheck source=virtual_env_hpc_files/job_lib.sh
+source "${BASH_SOURCE[0]%/*}/../../virtual_env_hpc_files/job_lib.sh"
 
 # The oldest Slurm the toolkit supports: srun --overlap (20.11), SRUN_CPUS_PER_TASK (22.05).
 HPC_SLURM_MIN_VERSION=22.05
@@ -13,29 +16,6 @@ HPC_SLURM_MIN_VERSION=22.05
 _hpc_refuse() {
   printf '%s: %s\n' "${HPC_PROG:-hpc_files}" "$*" >&2
   exit 2
-}
-
-# hpc_slurm_version_parse_to VAR TEXT: "24.11.5" from `sbatch --version` output
-# ("slurm 24.11.5", "slurm-wlm 22.05.8"); "" when TEXT holds no version.
-hpc_slurm_version_parse_to() {
-  local -n _v=$1
-  _v=""
-  [[ $2 =~ (^|[^0-9.])([0-9]+\.[0-9]+(\.[0-9]+)?) ]] && _v=${BASH_REMATCH[2]}
-  return 0
-}
-
-# hpc_slurm_version_code VERSION: YY.MM as one comparable number (24.11 -> 2411).
-hpc_slurm_version_code() {
-  local major=${1%%.*} rest=${1#*.}
-  printf '%d\n' $((10#$major * 100 + 10#${rest%%.*}))
-}
-
-# hpc_slurm_at_least VERSION [HAVE]: HAVE (default: this job's HPC_SLURM_VERSION) is
-# VERSION or newer. Unknown versions count as new (the toolkit's default behaviour).
-hpc_slurm_at_least() {
-  local have=${2-${HPC_SLURM_VERSION:-}}
-  [[ -n $have ]] || return 0
-  (($(hpc_slurm_version_code "$have") >= $(hpc_slurm_version_code "$1")))
 }
 
 # --- submission side ----------------------------------------------------------------
@@ -127,76 +107,4 @@ hpc_cluster_check() {
   hpc_cluster_version
   hpc_cluster_check_time
   hpc_cluster_check_gpu_type
-}
-
-# --- job side -------------------------------------------------------------------------
-
-# hpc_slurm_job_version: HPC_SLURM_VERSION as the submission read it; a batch script
-# written by hand has none, so ask srun (once).
-hpc_slurm_job_version() {
-  [[ -z ${HPC_SLURM_VERSION:-} ]] || return 0
-  local out
-  out=$(srun --version 2>/dev/null) || out=""
-  hpc_slurm_version_parse_to HPC_SLURM_VERSION "$out"
-  export HPC_SLURM_VERSION
-}
-
-# hpc_slurm_tmpdir_to VAR: the node-local folder Slurm made for this job: $SLURM_TMPDIR,
-# or on clusters that set only TMPDIR, $TMPDIR when it is this job's own (its path names
-# the job id: a TMPDIR of /tmp, or one passed on from the login node, is not); else "".
-hpc_slurm_tmpdir_to() {
-  local -n _tmp=$1
-  _tmp=${SLURM_TMPDIR:-}
-  [[ -z $_tmp ]] || return 0
-  if [[ -n ${TMPDIR:-} && -n ${SLURM_JOB_ID:-} && -d ${TMPDIR:-} && $TMPDIR == *"$SLURM_JOB_ID"* ]]; then
-    _tmp=$TMPDIR
-  fi
-  return 0
-}
-
-# hpc_slurm_requeue_outlives_attempt: a requeue request can outlive the attempt it was
-# for. Measured: 22.05 no; 24.11 yes (a job that requeued itself during a preemption's
-# grace time ran attempt 2 to its end, then Slurm requeued it again "per user/system
-# request"). Not measured between them: treated as yes from 23.02 on (the guard is
-# harmless where it is not needed).
-hpc_slurm_requeue_outlives_attempt() {
-  hpc_slurm_at_least 23.02
-}
-
-# hpc_slurm_finished_file: the marker a finished job leaves beside its logs, so that an
-# attempt started by a stale requeue request ends at once instead of running again.
-hpc_slurm_finished_file() {
-  printf '%s/jobs/.hpc_finished.%s\n' "${HPC_OUTPUT_DIR:-${scratch_dir:-.}/hpc_outputs}" \
-    "${SLURM_ARRAY_JOB_ID:+${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}}${SLURM_ARRAY_JOB_ID:-${SLURM_JOB_ID:-none}}"
-}
-
-# hpc_slurm_job_finished RC: this job is done (RC is its exit code) and must not run again:
-# record it, so that an attempt started by a stale requeue request ends at once with RC.
-# Not `scontrol update Requeue=0`: measured on 24.11, that stops the extra attempt but
-# Slurm then records the finished job as PREEMPTED (exit 0), which no afterok dependency
-# or status check takes for a success; the stale attempt ending at once leaves COMPLETED.
-hpc_slurm_job_finished() {
-  [[ -n ${SLURM_JOB_ID:-} ]] || return 0
-  hpc_slurm_requeue_outlives_attempt || return 0
-  local file
-  file=$(hpc_slurm_finished_file)
-  mkdir -p -- "${file%/*}" 2>/dev/null
-  printf '%s %s\n' "$1" "${SLURM_RESTART_COUNT:-0}" >"$file.tmp.$$" 2>/dev/null &&
-    mv -f -- "$file.tmp.$$" "$file" 2>/dev/null
-  return 0
-}
-
-# hpc_slurm_stale_attempt_to RC_VAR: true when an earlier attempt of this job already
-# finished (its exit code in RC_VAR): this attempt comes from a stale requeue request.
-hpc_slurm_stale_attempt_to() {
-  local -n _rc=$1
-  local file line
-  _rc=0
-  [[ -n ${SLURM_JOB_ID:-} ]] || return 1
-  file=$(hpc_slurm_finished_file)
-  [[ -r $file ]] || return 1
-  IFS= read -r line <"$file" || return 1
-  [[ $line =~ ^([0-9]+)\ ([0-9]+)$ ]] || return 1
-  ((${SLURM_RESTART_COUNT:-0} > BASH_REMATCH[2])) || return 1
-  _rc=${BASH_REMATCH[1]}
 }

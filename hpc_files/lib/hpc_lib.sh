@@ -4,6 +4,21 @@
 
 HPC_PROG=${HPC_PROG:-hpc_files}
 
+# The job side's library: the primitives both sides need (sizes: is_size, human_bytes_to;
+# %n/%u paths; Slurm versions), in one place. The job side never sources hpc_files/.
+# Exported for the batch scripts that sbatch runs from a copy in its spool folder
+# (build_venv.sh, plai_cleanups/cleanup_node.sh): they cannot find it beside themselves.
+HPC_JOB_LIB=${BASH_SOURCE[0]%/*}/../../virtual_env_hpc_files/job_lib.sh
+[[ $HPC_JOB_LIB == /* ]] || HPC_JOB_LIB=$PWD/$HPC_JOB_LIB
+export HPC_JOB_LIB
+if [[ ! -r $HPC_JOB_LIB ]]; then
+  printf '%s: the toolkit is incomplete: %s is missing; copy virtual_env_hpc_files/ beside hpc_files/ (bash hpc_files/install_into_project.sh does)\n' \
+    "$HPC_PROG" "$HPC_JOB_LIB" >&2
+  exit 1
+fi
+# shellcheck source=virtual_env_hpc_files/job_lib.sh
+source "$HPC_JOB_LIB"
+
 # die MESSAGE...: "prog: message" on stderr, exit HPC_DIE_STATUS (default 1). An
 # executable sets HPC_DIE_STATUS=2 while it judges its input, so every refusal of bad
 # input exits 2, as a usage error does (die_usage); later failures exit 1.
@@ -71,11 +86,6 @@ is_safe_name() { [[ $1 =~ ^[A-Za-z0-9_][A-Za-z0-9_.+-]*$ ]]; }
 # most 100 characters. Also applied to the name read back from a sweep's sweep.json.
 is_exp_name() { is_safe_name "$1" && ((${#1} <= 100)); }
 
-# is_size VALUE: digits only, at most 18 of them (fits bash arithmetic without wrapping).
-# For every number read back from a file the toolkit wrote earlier (sizes, counts, job
-# ids): such a file may have been edited, and bash arithmetic evaluates what it is given.
-is_size() { [[ $1 =~ ^[0-9]{1,18}$ ]]; }
-
 # Partition lists may hold commas (sbatch takes "gpu,cpu").
 is_partition_list() { [[ $1 =~ ^[A-Za-z0-9_][A-Za-z0-9_.+-]*(,[A-Za-z0-9_][A-Za-z0-9_.+-]*)*$ ]]; }
 
@@ -142,29 +152,6 @@ sbatch_filename_to() {
 
 # has_newline VALUE: true when VALUE holds a newline or carriage return.
 has_newline() { [[ $1 == *$'\n'* || $1 == *$'\r'* ]]; }
-
-# human_bytes_to VAR BYTES: "512 B", "8.0 KiB", "1.5 GiB" (bash arithmetic only). BYTES
-# that is not a count (is_size) gives "? B": it is never evaluated.
-human_bytes_to() {
-  local -n _h=$1
-  local b=$2 unit=0 units=(B KiB MiB GiB TiB PiB)
-  if ! is_size "$b"; then
-    _h="? B"
-    return 0
-  fi
-  b=$((10#$b))
-  while ((b >= 1048576 && unit < 4)); do
-    b=$((b / 1024)) unit=$((unit + 1))
-  done
-  if ((b >= 1024)); then
-    b=$((b * 10 / 1024))
-    _h="$((b / 10)).$((b % 10)) ${units[unit + 1]}"
-  elif ((unit == 0)); then
-    _h="$b B"
-  else
-    _h="$b ${units[unit]}"
-  fi
-}
 
 # print_usage_header FILE: the comment block at the top of FILE (after the #! line), without
 # the '#' marks: the --help text of the toolkit's commands.

@@ -39,7 +39,7 @@ _SYSTEM_RANDOM = random.SystemRandom()  # os.urandom: tasks started together dif
 
 
 def log(message: str) -> None:
-    """One line in the job's log, in job_runtime.sh's format."""
+    """One line in the job's log, as job_lib.sh's hpc_log writes it (tests/unit/job_lib.bats)."""
     node = os.environ.get("SLURMD_NODENAME") or os.uname().nodename
     print(f"[hpc {time.strftime('%Y-%m-%d %H:%M:%S')} {node}] {message}", flush=True)
 

@@ -1,0 +1,250 @@
+# shellcheck shell=bash
+# Summary: the job side's one library (its git-sh-setup): the log line, fail, this node's
+# name and local paths (%n, %u), the Slurm version's job-side behaviour, modules, sizes.
+#
+# Usage: source virtual_env_hpc_files/job_lib.sh
+#
+# Every script that runs inside a job sources it (job_runtime.sh and what it sources,
+# node_tmpdir.sh, task_wrapper.sh, sweep_agent.sh, container.sh, ...); none of them sources
+# anything under hpc_files/. The submitting side may source this file for the same
+# primitives (hpc_files/lib/hpc_lib.sh and cluster.sh do), never the reverse. It sources
+# nothing and sets no shell options: the executables do. Tests: tests/unit/job_lib.bats.
+#
+#   hpc_log MESSAGE...            the job's log line on stdout:
+#                                     [hpc YYYY-MM-DD HH:MM:SS NODE] MESSAGE
+#                                 (python/hpc_toolkit/sweep/agent.py writes the same line)
+#   hpc_error MESSAGE...          the log line with "ERROR: " before MESSAGE, on stderr
+#   hpc_fail MESSAGE [CODE]       hpc_error MESSAGE, then exit CODE (default 1: FAILED)
+#   hpc_node_name_to VAR          this node: $SLURMD_NODENAME, else $HOSTNAME, else "?"
+#   hpc_job_user_to VAR           the job's user: $SLURM_JOB_USER, else $USER, else id -un
+#   hpc_expand_path_to VAR TEMPLATE NODE USER
+#                                 TEMPLATE with %n = NODE and %u = USER, in one pass
+#   hpc_node_path_to VAR TEMPLATE TEMPLATE for this node and user (a node whose name
+#                                 cannot name a folder: message, VAR "", return 1)
+#   hpc_slurm_tmpdir_to VAR       the node-local folder Slurm made for this job, or ""
+#   hpc_node_tmpdir_to VAR        this node's $SLURM_TMPDIR: HPC_TMPDIR_PATTERN for this
+#                                 node when the job makes its own, else Slurm's
+#   hpc_slurm_*                   the Slurm version, and what differs between versions
+#   hpc_load_modules              module load $HPC_MODULES
+#   is_size VALUE                 digits only, at most 18 (safe in bash arithmetic)
+#   human_bytes_to VAR BYTES      "512 B", "8.0 KiB", "1.5 GiB"
+
+# --- the log line -------------------------------------------------------------------------
+
+# hpc_node_name_to VAR: the node's name for the log line and the node's folders.
+hpc_node_name_to() {
+  printf -v "$1" '%s' "${SLURMD_NODENAME:-${HOSTNAME:-?}}"
+}
+
+hpc_log() {
+  local _node
+  hpc_node_name_to _node
+  printf '[hpc %(%F %T)T %s] %s\n' -1 "$_node" "$*"
+}
+
+hpc_error() {
+  hpc_log "ERROR: $*" >&2
+}
+
+# hpc_fail MESSAGE [CODE]: say what went wrong and end the job (FAILED in Slurm).
+hpc_fail() {
+  hpc_error "$1"
+  exit "${2:-1}"
+}
+
+# --- this node's paths --------------------------------------------------------------------
+
+hpc_job_user_to() {
+  local _hju_user=${SLURM_JOB_USER:-${USER:-}}
+  [[ -n $_hju_user ]] || _hju_user=$(id -un)
+  printf -v "$1" '%s' "$_hju_user"
+}
+
+# hpc_expand_path_to VAR TEMPLATE NODE USER: every %n becomes NODE and every %u USER, in
+# one pass: what they put in is never expanded again, and a '&' in them stays a '&'
+# (bash's ${x//pat/rep} would put the match there). Any other %X stays as it is.
+hpc_expand_path_to() {
+  local _hep_rest=$2 _hep_node=$3 _hep_user=$4 _hep_out=""
+  while [[ $_hep_rest == *%* ]]; do
+    _hep_out+=${_hep_rest%%\%*}
+    _hep_rest=${_hep_rest#*%}
+    case ${_hep_rest:0:1} in
+      n) _hep_out+=$_hep_node _hep_rest=${_hep_rest:1} ;;
+      u) _hep_out+=$_hep_user _hep_rest=${_hep_rest:1} ;;
+      *) _hep_out+=% ;;
+    esac
+  done
+  printf -v "$1" '%s' "$_hep_out$_hep_rest"
+}
+
+# hpc_node_path_to VAR TEMPLATE: TEMPLATE (HPC_LOCAL_SCRATCH, HPC_TMPDIR_PATTERN) on this
+# node, for this job's user. The node's name becomes part of a folder name: nothing but a
+# plain host name.
+hpc_node_path_to() {
+  local _hnp_node _hnp_user=%u
+  hpc_node_name_to _hnp_node
+  if [[ $2 == *%n* && ! $_hnp_node =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]]; then
+    hpc_error "this node's name '$_hnp_node' cannot name a folder: set SLURMD_NODENAME"
+    printf -v "$1" '%s' ""
+    return 1
+  fi
+  [[ $2 != *%u* ]] || hpc_job_user_to _hnp_user
+  hpc_expand_path_to "$1" "$2" "$_hnp_node" "$_hnp_user"
+}
+
+# hpc_slurm_tmpdir_to VAR: the node-local folder Slurm made for this job: $SLURM_TMPDIR,
+# or on clusters that set only TMPDIR, $TMPDIR when it is this job's own (its path names
+# the job id: a TMPDIR of /tmp, or one passed on from the login node, is not); else "".
+hpc_slurm_tmpdir_to() {
+  local -n _tmp=$1
+  _tmp=${SLURM_TMPDIR:-}
+  [[ -z $_tmp ]] || return 0
+  if [[ -n ${TMPDIR:-} && -n ${SLURM_JOB_ID:-} && -d ${TMPDIR:-} && $TMPDIR == *"$SLURM_JOB_ID"* ]]; then
+    _tmp=$TMPDIR
+  fi
+  return 0
+}
+
+# hpc_node_tmpdir_to VAR: this node's $SLURM_TMPDIR: the job's own folder when the job
+# makes one (HPC_TMPDIR_PATTERN, %n = this node; staging.sh), else the one Slurm set.
+# Steps on other nodes inherit the first node's value: they ask here for their own.
+hpc_node_tmpdir_to() {
+  if [[ -n ${HPC_TMPDIR_PATTERN:-} ]]; then
+    hpc_node_path_to "$1" "$HPC_TMPDIR_PATTERN"
+  else
+    hpc_slurm_tmpdir_to "$1"
+  fi
+}
+
+# --- Slurm versions (job side) ------------------------------------------------------------
+# Versions tested: 22.05 (Debian 12) and 24.11 (Debian 13); README.md, "Slurm versions".
+
+# hpc_slurm_version_parse_to VAR TEXT: "24.11.5" from `sbatch --version` output
+# ("slurm 24.11.5", "slurm-wlm 22.05.8"); "" when TEXT holds no version.
+hpc_slurm_version_parse_to() {
+  local -n _v=$1
+  _v=""
+  [[ $2 =~ (^|[^0-9.])([0-9]+\.[0-9]+(\.[0-9]+)?) ]] && _v=${BASH_REMATCH[2]}
+  return 0
+}
+
+# hpc_slurm_version_code VERSION: YY.MM as one comparable number (24.11 -> 2411).
+hpc_slurm_version_code() {
+  local major=${1%%.*} rest=${1#*.}
+  printf '%d\n' $((10#$major * 100 + 10#${rest%%.*}))
+}
+
+# hpc_slurm_at_least VERSION [HAVE]: HAVE (default: this job's HPC_SLURM_VERSION) is
+# VERSION or newer. Unknown versions count as new (the toolkit's default behaviour).
+hpc_slurm_at_least() {
+  local have=${2-${HPC_SLURM_VERSION:-}}
+  [[ -n $have ]] || return 0
+  (($(hpc_slurm_version_code "$have") >= $(hpc_slurm_version_code "$1")))
+}
+
+# hpc_slurm_job_version: HPC_SLURM_VERSION as the submission read it; a batch script
+# written by hand has none, so ask srun (once).
+hpc_slurm_job_version() {
+  [[ -z ${HPC_SLURM_VERSION:-} ]] || return 0
+  local out
+  out=$(srun --version 2>/dev/null) || out=""
+  hpc_slurm_version_parse_to HPC_SLURM_VERSION "$out"
+  export HPC_SLURM_VERSION
+}
+
+# hpc_slurm_requeue_outlives_attempt: a requeue request can outlive the attempt it was
+# for. Measured: 22.05 no; 24.11 yes (a job that requeued itself during a preemption's
+# grace time ran attempt 2 to its end, then Slurm requeued it again "per user/system
+# request"). Not measured between them: treated as yes from 23.02 on (the guard is
+# harmless where it is not needed).
+hpc_slurm_requeue_outlives_attempt() {
+  hpc_slurm_at_least 23.02
+}
+
+# hpc_slurm_finished_file: the marker a finished job leaves beside its logs, so that an
+# attempt started by a stale requeue request ends at once instead of running again.
+hpc_slurm_finished_file() {
+  printf '%s/jobs/.hpc_finished.%s\n' "${HPC_OUTPUT_DIR:-${scratch_dir:-.}/hpc_outputs}" \
+    "${SLURM_ARRAY_JOB_ID:+${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}}${SLURM_ARRAY_JOB_ID:-${SLURM_JOB_ID:-none}}"
+}
+
+# hpc_slurm_job_finished RC: this job is done (RC is its exit code) and must not run again:
+# record it, so that an attempt started by a stale requeue request ends at once with RC.
+# Not `scontrol update Requeue=0`: measured on 24.11, that stops the extra attempt but
+# Slurm then records the finished job as PREEMPTED (exit 0), which no afterok dependency
+# or status check takes for a success; the stale attempt ending at once leaves COMPLETED.
+hpc_slurm_job_finished() {
+  [[ -n ${SLURM_JOB_ID:-} ]] || return 0
+  hpc_slurm_requeue_outlives_attempt || return 0
+  local file
+  file=$(hpc_slurm_finished_file)
+  mkdir -p -- "${file%/*}" 2>/dev/null
+  printf '%s %s\n' "$1" "${SLURM_RESTART_COUNT:-0}" >"$file.tmp.$$" 2>/dev/null &&
+    mv -f -- "$file.tmp.$$" "$file" 2>/dev/null
+  return 0
+}
+
+# hpc_slurm_stale_attempt_to RC_VAR: true when an earlier attempt of this job already
+# finished (its exit code in RC_VAR): this attempt comes from a stale requeue request.
+hpc_slurm_stale_attempt_to() {
+  local -n _rc=$1
+  local file line
+  _rc=0
+  [[ -n ${SLURM_JOB_ID:-} ]] || return 1
+  file=$(hpc_slurm_finished_file)
+  [[ -r $file ]] || return 1
+  IFS= read -r line <"$file" || return 1
+  [[ $line =~ ^([0-9]+)\ ([0-9]+)$ ]] || return 1
+  ((${SLURM_RESTART_COUNT:-0} > BASH_REMATCH[2])) || return 1
+  _rc=${BASH_REMATCH[1]}
+}
+
+# --- modules ------------------------------------------------------------------------------
+
+# hpc_load_modules: `module load $HPC_MODULES` (clusters with environment modules).
+hpc_load_modules() {
+  [[ -n ${HPC_MODULES:-} ]] || return 0
+  if ! declare -F module >/dev/null && ! command -v module >/dev/null; then
+    local init
+    for init in /etc/profile.d/lmod.sh /etc/profile.d/modules.sh /usr/share/lmod/lmod/init/bash; do
+      # shellcheck source=/dev/null
+      [[ -r $init ]] && source "$init" && break
+    done
+  fi
+  declare -F module >/dev/null || command -v module >/dev/null ||
+    hpc_fail "the cluster profile asks for modules ($HPC_MODULES) but this node has no 'module' command: set HPC_MODULES=\"\" in the profile"
+  # shellcheck disable=SC2086 # a space-separated list of modules
+  module load $HPC_MODULES || hpc_fail "module load $HPC_MODULES failed (module names differ between clusters: fix HPC_MODULES in the profile)"
+  hpc_log "modules: $HPC_MODULES"
+}
+
+# --- sizes ----------------------------------------------------------------------------
+
+# is_size VALUE: digits only, at most 18 of them (fits bash arithmetic without wrapping).
+# For every number read back from a file the toolkit wrote earlier (sizes, counts, job
+# ids): such a file may have been edited, and bash arithmetic evaluates what it is given.
+is_size() { [[ $1 =~ ^[0-9]{1,18}$ ]]; }
+
+# human_bytes_to VAR BYTES: "512 B", "8.0 KiB", "1.5 GiB" (bash arithmetic only). BYTES
+# that is not a count (is_size) gives "? B": it is never evaluated.
+human_bytes_to() {
+  local -n _h=$1
+  local b=$2 unit=0 units=(B KiB MiB GiB TiB PiB)
+  if ! is_size "$b"; then
+    _h="? B"
+    return 0
+  fi
+  b=$((10#$b))
+  while ((b >= 1048576 && unit < 4)); do
+    b=$((b / 1024)) unit=$((unit + 1))
+  done
+  if ((b >= 1024)); then
+    b=$((b * 10 / 1024))
+    _h="$((b / 10)).$((b % 10)) ${units[unit + 1]}"
+  elif ((unit == 0)); then
+    _h="$b B"
+  else
+    _h="$b ${units[unit]}"
+  fi
+}
+

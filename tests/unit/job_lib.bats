@@ -1,0 +1,250 @@
+#!/usr/bin/env bats
+# virtual_env_hpc_files/job_lib.sh, the job side's one library: the log line, fail, this
+# node's name and paths (%n, %u), modules, sizes; and the rule that no job-side file
+# sources anything under hpc_files/ (the submitting side's library).
+# shellcheck disable=SC2016,SC2030,SC2031 # code in single quotes; bats runs each test in a subshell
+
+load ../helpers/common
+
+setup() {
+  hermetic_env
+  LIB=$REPO_ROOT/virtual_env_hpc_files/job_lib.sh
+  export SLURMD_NODENAME=node9
+}
+
+# lib BASH_CODE: run BASH_CODE in a fresh bash with only job_lib.sh loaded.
+lib() {
+  bash -c 'source "$1" || exit 9; eval "$2"' _ "$LIB" "$1"
+}
+
+LOG_RE='^\[hpc [0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2} '
+
+@test "job_lib.sh sets no shell options, sources nothing and defines what its header lists" {
+  run bash -c 'source "$1" && source "$1" && echo ok' _ "$LIB" # a second time: harmless
+  [ "$output" = ok ]
+  run bash -c 'a="$-|$(shopt -p)|$(set -o)"; source "$1"; b="$-|$(shopt -p)|$(set -o)"; [[ $a == "$b" ]] && echo same' _ "$LIB"
+  [ "$output" = same ]
+  run grep -nE '^[[:space:]]*(source|\.)[[:space:]]' "$LIB"
+  [ "$status" -eq 1 ]
+  local fn
+  for fn in hpc_log hpc_error hpc_fail hpc_node_name_to hpc_job_user_to hpc_expand_path_to \
+    hpc_node_path_to hpc_slurm_tmpdir_to hpc_node_tmpdir_to hpc_slurm_version_parse_to \
+    hpc_slurm_at_least hpc_slurm_job_version hpc_slurm_job_finished hpc_slurm_stale_attempt_to \
+    hpc_load_modules is_size human_bytes_to; do
+    grep -q "^#.* $fn" "$LIB" # in the header's help
+    run lib "declare -F $fn"
+    [ "$status" -eq 0 ]
+  done
+  # Nothing of the submitting side's library comes with it.
+  run lib 'declare -F die || declare -F quote || declare -F hpc_cluster_check'
+  [ "$status" -eq 1 ]
+}
+
+@test "hpc_log: one line on stdout, tagged with the node; the message is printed as it is" {
+  run --separate-stderr lib 'hpc_log hello "two  words"'
+  [ "$status" -eq 0 ]
+  [ -z "$stderr" ]
+  [[ $output =~ ${LOG_RE}node9\]\ hello\ two\ \ words$ ]]
+  # Hostile messages: format directives, command substitutions, backslashes stay text.
+  local hostile='%s %n %(%F)T $(touch '"$BATS_TEST_TMPDIR"'/pwned) `id` \n \\ '"'"'"'
+  run bash -c 'source "$1"; hpc_log "$2"' _ "$LIB" "$hostile"
+  [[ $output =~ ${LOG_RE}node9\]\ (.*)$ ]]
+  [ "${BASH_REMATCH[1]}" = "$hostile" ]
+  [ ! -e "$BATS_TEST_TMPDIR/pwned" ]
+}
+
+@test "the Python sweep agent writes the same log line as hpc_log" {
+  local py bash_line
+  run lib 'hpc_log "point 3: started  run x"'
+  bash_line=$output
+  run env PYTHONPATH="$REPO_ROOT/python" python3 -c \
+    'from hpc_toolkit.sweep.agent import log; log("point 3: started  run x")'
+  [ "$status" -eq 0 ]
+  py=$output
+  [[ $py =~ ${LOG_RE}node9\]\ point\ 3:\ started\ \ run\ x$ ]]
+  # The same line but for the time.
+  [ "${py:0:5}${py:24}" = "${bash_line:0:5}${bash_line:24}" ]
+}
+
+@test "the node's name: SLURMD_NODENAME, else HOSTNAME, else '?'" {
+  run lib 'hpc_node_name_to n; echo "$n"'
+  [ "$output" = node9 ]
+  unset SLURMD_NODENAME
+  run bash -c 'HOSTNAME=host.example; source "$1"; hpc_node_name_to n; echo "$n"; hpc_log x' _ "$LIB"
+  [ "${lines[0]}" = host.example ]
+  [[ ${lines[1]} =~ ${LOG_RE}host\.example\]\ x$ ]]
+  run bash -c 'HOSTNAME=""; source "$1"; hpc_node_name_to n; echo "$n"' _ "$LIB"
+  [ "$output" = '?' ]
+  SLURMD_NODENAME='a b$(id)' run lib 'hpc_node_name_to n; echo "$n"'
+  [ "$output" = 'a b$(id)' ]
+}
+
+@test "hpc_error goes to stderr; hpc_fail ends the shell with code 1, or the one given" {
+  run --separate-stderr lib 'hpc_error "disk  full"'
+  [ "$status" -eq 0 ]
+  [ -z "$output" ]
+  [[ $stderr =~ ${LOG_RE}node9\]\ ERROR:\ disk\ \ full$ ]]
+  run --separate-stderr lib 'hpc_fail "no venv"; echo after'
+  [ "$status" -eq 1 ]
+  [ -z "$output" ]
+  [[ $stderr =~ ${LOG_RE}node9\]\ ERROR:\ no\ venv$ ]]
+  run --separate-stderr lib 'hpc_fail "bad usage" 2; echo after'
+  [ "$status" -eq 2 ]
+  [[ $stderr == *"ERROR: bad usage" ]]
+  run --separate-stderr lib '(hpc_fail "in a subshell" 7); echo "subshell ended with $?"'
+  [ "$output" = "subshell ended with 7" ]
+}
+
+@test "hpc_expand_path_to: %n and %u in one pass; what they bring is never expanded again" {
+  run lib 'hpc_expand_path_to p /l/%n/%u/x_%n n1 ann; echo "$p"'
+  [ "$output" = /l/n1/ann/x_n1 ]
+  # Other % forms stay as they are; %%n is a % and then %n (as ${x//%n/...} did).
+  run lib 'hpc_expand_path_to p "/l/%j/50%/%%n/%" n1 ann; echo "$p"'
+  [ "$output" = "/l/%j/50%/%n1/%" ]
+  # Hostile values: '&' (bash 5.2 puts the match there in ${x//pat/&}), a user that holds
+  # %n, glob characters, spaces, quotes, a command substitution, a newline, a backslash.
+  local node='n&1' user=$'%n *?[a] "q" \'s\' $(touch pwned) \\ \nx'
+  run bash -c 'cd "$4" && source "$1"; hpc_expand_path_to p "/s/%n/%u/%n" "$2" "$3"; printf "%s" "$p"' \
+    _ "$LIB" "$node" "$user" "$BATS_TEST_TMPDIR"
+  [ "$output" = "/s/$node/$user/$node" ]
+  [ ! -e "$BATS_TEST_TMPDIR/pwned" ]
+  # %n kept for later (staging.sh expands %u on the first node, %n on each node).
+  run lib 'hpc_expand_path_to p "/l/%n/%u" %n ann; echo "$p"'
+  [ "$output" = /l/%n/ann ]
+  run lib 'hpc_expand_path_to p "" n1 ann; echo "[$p]"; hpc_expand_path_to p "plain" n1 ann; echo "$p"'
+  [ "$output" = $'[]\nplain' ]
+}
+
+@test "hpc_node_path_to: this node and the job's user; a node name that cannot name a folder is refused" {
+  export SLURM_JOB_USER=jobuser USER=loginuser
+  run lib 'hpc_node_path_to p "/local/%u/%n/hpc_job_7_%n"; echo "$p"'
+  [ "$output" = /local/jobuser/node9/hpc_job_7_node9 ]
+  unset SLURM_JOB_USER
+  run lib 'hpc_node_path_to p "/local/%u"; echo "$p"'
+  [ "$output" = /local/loginuser ]
+  unset USER
+  run lib 'hpc_node_path_to p "/local/%u"; echo "$p"'
+  [ "$output" = "/local/$(id -un)" ]
+  local bad
+  for bad in '../x' 'a/b' '-n' 'a b' 'n&1' '?' $'n\n1'; do
+    SLURMD_NODENAME=$bad run --separate-stderr lib 'p=left; hpc_node_path_to p "/local/hpc_job_7_%n"; echo "rc=$? [$p]"'
+    [ "$output" = "rc=1 []" ]
+    [[ $stderr == *"cannot name a folder: set SLURMD_NODENAME" ]]
+  done
+  # The caller's variable may have any plain name, the functions' own included.
+  run lib 'hpc_node_path_to node "/x/%n"; hpc_node_path_to user "/x/%u"; hpc_node_path_to p "/x/%n%u"; echo "$node $user $p"'
+  [ "$output" = "/x/node9 /x/$(id -un) /x/node9$(id -un)" ]
+  # Without %n the node's name does not matter.
+  SLURMD_NODENAME='a/b' run lib 'hpc_node_path_to p "/local/plain"; echo "$p"'
+  [ "$output" = /local/plain ]
+}
+
+@test "hpc_node_tmpdir_to: the job's own folder for this node, else Slurm's, else this job's TMPDIR" {
+  export HPC_TMPDIR_PATTERN=/ls/hpc_job_7_%n SLURM_TMPDIR=/first/node/folder
+  run lib 'hpc_node_tmpdir_to d; echo "$d"'
+  [ "$output" = /ls/hpc_job_7_node9 ]
+  unset HPC_TMPDIR_PATTERN
+  run lib 'hpc_node_tmpdir_to d; echo "$d"'
+  [ "$output" = /first/node/folder ]
+  unset SLURM_TMPDIR
+  export SLURM_JOB_ID=7 TMPDIR=$BATS_TEST_TMPDIR/job_7
+  mkdir -p "$TMPDIR"
+  run lib 'hpc_node_tmpdir_to d; echo "$d"'
+  [ "$output" = "$TMPDIR" ]
+  export TMPDIR=/tmp # not this job's
+  run lib 'hpc_node_tmpdir_to d; echo "[$d]"'
+  [ "$output" = "[]" ]
+}
+
+@test "hpc_load_modules: module load the profile's list; a node without 'module' or a failing load ends the job" {
+  run --separate-stderr lib 'hpc_load_modules; echo "rc=$?"'
+  [ "$output" = rc=0 ] # no HPC_MODULES: nothing to do
+  export HPC_MODULES="python/3.11 cuda/12 'x;y'"
+  run --separate-stderr lib 'module() { printf "[%s]" "$@"; echo; }; hpc_load_modules'
+  [ "$status" -eq 0 ]
+  [ "${lines[0]}" = "[load][python/3.11][cuda/12]['x;y']" ]
+  [[ ${lines[1]} =~ ${LOG_RE}node9\]\ modules:\ python/3.11 ]]
+  run --separate-stderr lib 'module() { return 3; }; hpc_load_modules; echo after'
+  [ "$status" -eq 1 ]
+  [ -z "$output" ]
+  [[ $stderr == *"ERROR: module load python/3.11 cuda/12 'x;y' failed (module names differ between clusters: fix HPC_MODULES in the profile)" ]]
+  # No module command on this machine (no lmod init script either): say what to set.
+  [ ! -e /etc/profile.d/lmod.sh ] && [ ! -e /etc/profile.d/modules.sh ] && [ ! -e /usr/share/lmod/lmod/init/bash ]
+  run --separate-stderr env PATH=/usr/bin:/bin bash -c 'source "$1"; hpc_load_modules; echo after' _ "$LIB"
+  [ "$status" -eq 1 ]
+  [[ $stderr == *"this node has no 'module' command: set HPC_MODULES=\"\" in the profile" ]]
+}
+
+@test "is_size and human_bytes_to never evaluate what they are given" {
+  local v
+  for v in 0 1 007 123456789012345678; do
+    run lib "is_size '$v'"
+    [ "$status" -eq 0 ]
+  done
+  for v in '' ' 1' '1 ' -1 1.5 0x10 '1+1' 'a[$(touch pwned)]' 1234567890123456789 $'1\n2'; do
+    run bash -c 'cd "$3" && source "$1"; is_size "$2"' _ "$LIB" "$v" "$BATS_TEST_TMPDIR"
+    [ "$status" -eq 1 ]
+    run bash -c 'cd "$3" && source "$1"; human_bytes_to h "$2"; echo "$h"' _ "$LIB" "$v" "$BATS_TEST_TMPDIR"
+    [ "$output" = "? B" ]
+  done
+  [ ! -e "$BATS_TEST_TMPDIR/pwned" ]
+  run lib 'for b in 0 512 1024 1536 1048576 1073741824 5368709120; do human_bytes_to h $b; echo "$h"; done'
+  [ "$output" = "$(printf '%s\n' '0 B' '512 B' '1.0 KiB' '1.5 KiB' '1.0 MiB' '1.0 GiB' '5.0 GiB')" ]
+}
+
+# --- the job side never sources the submitting side's library ----------------------------
+
+# job_side_files: every file that runs inside a job (sourced there, or run as a step).
+job_side_files() {
+  local f
+  for f in "$REPO_ROOT"/virtual_env_hpc_files/*.sh "$REPO_ROOT"/singularity_hpc_files/*.sh \
+    "$REPO_ROOT"/plai_cleanups/cleanup_node.sh; do
+    printf '%s\n' "$f"
+  done
+}
+
+@test "no job-side file sources anything under hpc_files/" {
+  local f line n=0 bad=()
+  while IFS= read -r f; do
+    n=$((n + 1))
+    # Any source/. line naming hpc_files/ (not virtual_env_hpc_files/ or singularity_hpc_files/).
+    while IFS= read -r line; do
+      bad+=("${f#"$REPO_ROOT"/}: $line")
+    done < <(grep -nE '^[^#]*(^|[;&|[:space:]])(source|\.)[[:space:]][^#]*(^|[^_[:alnum:]])hpc_files/' "$f")
+  done < <(job_side_files)
+  ((n >= 14))
+  printf '%s\n' "${bad[@]}"
+  [ "${#bad[@]}" -eq 0 ]
+}
+
+@test "the job side works in a tree without hpc_files/: job_runtime.sh and the step scripts load" {
+  local t=$BATS_TEST_TMPDIR/tree
+  mkdir -p "$t/plai_cleanups"
+  cp -R "$REPO_ROOT/virtual_env_hpc_files" "$REPO_ROOT/singularity_hpc_files" "$t/"
+  cp "$REPO_ROOT/plai_cleanups/cleanup_node.sh" "$t/plai_cleanups/"
+  [ ! -e "$t/hpc_files" ]
+  # Every function a batch script calls is there once job_runtime.sh is sourced.
+  run --separate-stderr bash -c 'source "$1/virtual_env_hpc_files/job_runtime.sh" || exit 9
+    for f in hpc_job_begin hpc_load_modules hpc_activate_venv hpc_prepare_tmpdir hpc_stage_data \
+      hpc_run_command hpc_slurm_job_version hpc_slurm_job_finished hpc_container_prepare is_size; do
+      declare -F "$f" >/dev/null || echo "missing $f"
+    done; echo loaded' _ "$t"
+  [ "$status" -eq 0 ]
+  [ -z "$stderr" ]
+  [ "$output" = loaded ]
+  # The scripts run as steps load too (each stops at its own usage check).
+  run --separate-stderr bash "$t/virtual_env_hpc_files/node_tmpdir.sh"
+  [ "$status" -eq 2 ]
+  [[ $stderr == "usage: node_tmpdir.sh keep"* ]]
+  run --separate-stderr bash "$t/virtual_env_hpc_files/sweep_agent.sh"
+  [ "$status" -eq 2 ]
+  [[ $stderr == *"ERROR: usage: sweep_agent.sh online"* ]]
+  run --separate-stderr bash "$t/singularity_hpc_files/container.sh" echo in-place
+  [ "$output" = in-place ]
+  run --separate-stderr env HPC_TMPDIR_PATTERN="$BATS_TEST_TMPDIR/ls_%n" SLURMD_NODENAME=n2 \
+    bash "$t/virtual_env_hpc_files/task_wrapper.sh" plain 'echo "$SLURM_TMPDIR"'
+  [ "$output" = "$BATS_TEST_TMPDIR/ls_n2" ]
+  run --separate-stderr bash "$t/plai_cleanups/cleanup_node.sh"
+  [ "$status" -ne 0 ]
+  [[ $stderr == "cleanup_node.sh: usage: cleanup_node.sh"* ]]
+}

@@ -248,3 +248,23 @@ job_side_files() {
   [ "$status" -ne 0 ]
   [[ $stderr == "cleanup_node.sh: usage: cleanup_node.sh"* ]]
 }
+
+@test "every job-side script loads job_lib.sh: itself, or through the one file it sources for it" {
+  local f name missing=()
+  while IFS= read -r f; do
+    name=${f#"$REPO_ROOT"/}
+    case $name in
+      virtual_env_hpc_files/job_lib.sh) continue ;;
+      virtual_env_hpc_files/proc_tree.sh) continue ;; # pure /proc reading; its caller logs
+      virtual_env_hpc_files/run_line.sh | virtual_env_hpc_files/job_runtime.sh)
+        # through container.sh (run_line.sh) / first of all (job_runtime.sh)
+        grep -qE '^[^#]*source .*(container|job_lib)\.sh"' "$f" || missing+=("$name")
+        ;;
+      *) grep -qE '^[^#]*source .*job_lib\.sh"|^[^#]*source "\$\{?[A-Za-z_]*[Jj][Oo][Bb]_[Ll][Ii][Bb]\}?"' "$f" || missing+=("$name") ;;
+    esac
+  done < <(job_side_files)
+  printf 'does not source job_lib.sh: %s\n' "${missing[@]}"
+  [ "${#missing[@]}" -eq 0 ]
+  grep -q 'source.*container\.sh' "$REPO_ROOT/virtual_env_hpc_files/run_line.sh"
+  grep -q 'source.*job_lib\.sh' "$REPO_ROOT/singularity_hpc_files/container.sh"
+}

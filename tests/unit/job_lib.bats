@@ -268,3 +268,32 @@ job_side_files() {
   grep -q 'source.*container\.sh' "$REPO_ROOT/virtual_env_hpc_files/run_line.sh"
   grep -q 'source.*job_lib\.sh' "$REPO_ROOT/singularity_hpc_files/container.sh"
 }
+
+@test "the batch scripts sbatch runs from a spool copy find the library through HPC_JOB_LIB" {
+  local spool=$BATS_TEST_TMPDIR/spool
+  mkdir -p "$spool/cleanup" "$spool/venv"
+  cp "$REPO_ROOT/plai_cleanups/cleanup_node.sh" "$spool/cleanup/slurm_script"
+  cp "$REPO_ROOT/virtual_env_hpc_files/build_venv.sh" "$spool/venv/slurm_script"
+  # The submitting side exports it, as an absolute path, however hpc_lib.sh was reached.
+  run bash -c 'cd "$1" && source hpc_files/lib/hpc_lib.sh && printf "%s\n" "$HPC_JOB_LIB"' _ "$REPO_ROOT"
+  [[ $output == /* ]]
+  [ "$output" -ef "$LIB" ]
+  export HPC_JOB_LIB=$output
+  run --separate-stderr bash "$spool/cleanup/slurm_script" --dry-run "$BATS_TEST_TMPDIR/ls/%n/%u"
+  [ "$status" -eq 0 ]
+  [[ ${lines[0]} == *" node9 (job none, user $(id -un)): $BATS_TEST_TMPDIR/ls/node9/$(id -un)" ]]
+  # Without it, a copy names what is missing and removes nothing.
+  unset HPC_JOB_LIB
+  run --separate-stderr bash "$spool/cleanup/slurm_script" --dry-run "$BATS_TEST_TMPDIR/ls/%n"
+  [ "$status" -eq 1 ]
+  [[ $stderr == "cleanup_node.sh: the toolkit's job library $spool/cleanup/../virtual_env_hpc_files/job_lib.sh cannot be read on this node: nothing removed"* ]]
+  run --separate-stderr env PATH=/usr/bin:/bin bash "$spool/venv/slurm_script" "$BATS_TEST_TMPDIR/v" req.txt "gcc/12"
+  [ "$status" -eq 1 ]
+  [[ $stderr == "build_venv.sh: the toolkit's job library $spool/venv/job_lib.sh cannot be read on this node"* ]]
+  # With it, the venv job loads modules as the experiments do (no module command here).
+  run --separate-stderr env PATH=/usr/bin:/bin HPC_JOB_LIB="$LIB" bash "$spool/venv/slurm_script" "$BATS_TEST_TMPDIR/v" req.txt "gcc/12"
+  [ "$status" -eq 1 ]
+  [[ $output =~ ${LOG_RE}node9\]\ building\ venv ]]
+  [[ $stderr == *"ERROR: the cluster profile asks for modules (gcc/12) but this node has no 'module' command"* ]]
+  [ ! -e "$BATS_TEST_TMPDIR/v" ]
+}

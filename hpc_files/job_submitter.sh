@@ -145,17 +145,33 @@ HPC_TOOLKIT_DIR=${BASH_SOURCE[0]}
 HPC_TOOLKIT_DIR=${HPC_TOOLKIT_DIR%/*}
 # shellcheck source=hpc_files/lib/hpc_lib.sh
 source "$HPC_TOOLKIT_DIR/lib/hpc_lib.sh"
-for _part in options profile validate resources configs count_args plan submit ledger coderecord mail local venv container staging wandb_key sweep arrays cluster; do
+for _part in options profile validate resources configs blocks count_args plan submit ledger coderecord mail local venv container staging wandb_key sweep arrays cluster; do
   # shellcheck source=/dev/null
   source "$HPC_TOOLKIT_DIR/lib/$_part.sh"
 done
 unset _part
+
+# settle_commands: --data, the container, the launcher's needs and --nodes-arg/--devices-arg
+# for every command alike; or, when the configs file has #hpc: lines, for each resource
+# block with its own options (blocks.sh).
+settle_commands() {
+  hpc_staging_settle
+  hpc_settle_container
+  if hpc_blocks_present; then
+    hpc_blocks_settle
+    return 0
+  fi
+  hpc_validate_commands
+  hpc_add_count_args
+}
 
 # prepare SOURCE_DIR ARGS...: parse, load the profile, judge everything and read the
 # commands; afterwards the J_* variables hold the whole job. Writes nothing.
 prepare() {
   local source_dir=$1
   shift
+  HPC_CMDLINE=("$@") # a resource block's options replace some of them (blocks.sh)
+  J_GROUP_COUNT=0
   hpc_parse_options "$@"
   ((OPT_HELP == 0)) || return 0
   hpc_profile_load "${OPT_CLUSTER:-${HPC_CLUSTER:-generic}}" "$HPC_TOOLKIT_DIR/clusters"
@@ -165,12 +181,9 @@ prepare() {
     hpc_read_configs "${OPT_CONFIGS:-$source_dir/experiment_configurations.txt}"
     hpc_check_task_count "${#J_COMMANDS[@]}" "the configs file's ${#J_COMMANDS[@]} commands"
   fi
-  hpc_validate_commands
   hpc_settle_paths "$source_dir"
   hpc_sweep_requested || hpc_check_scripts_exist
-  hpc_add_count_args
-  hpc_staging_settle
-  hpc_settle_container
+  settle_commands
   hpc_code_settle
   hpc_mail_settle
   hpc_debug_settle # --local, --interactive, --task, --port (local.sh)
@@ -203,17 +216,27 @@ main() {
   ! hpc_sweep_requested || hpc_sweep_stage
   hpc_submission_paths "$stamp"
   local split=0
-  ! hpc_array_plan || split=1 # several arrays (MaxArraySize), or some lines only
+  if hpc_blocks_several; then
+    hpc_blocks_plan # one array per resource block's job (blocks.sh)
+    split=1
+  elif hpc_array_plan; then
+    split=1 # several arrays (MaxArraySize), or some lines only
+  fi
 
   if ((OPT_DRY_RUN)); then
     ((OPT_SETUP_VENV == 0)) || hpc_venv_dry_run
-    ((split == 0)) || hpc_array_dry_run_note
+    if hpc_blocks_several; then
+      hpc_blocks_dry_run_note
+    elif ((split)); then
+      hpc_array_dry_run_note
+    fi
     print_dry_run
     return 0
   fi
 
-  hpc_cluster_check # the Slurm version, --time within MaxTime, --gpu-type; before anything waits
-  hpc_venv_check
+  # The Slurm version, --time within MaxTime, --gpu-type (each block's); before anything waits.
+  hpc_blocks_each_group hpc_cluster_check
+  hpc_blocks_each_group hpc_venv_check_once
   if ((OPT_INTERACTIVE)); then
     hpc_interactive_run "$stamp"
     return
@@ -222,7 +245,7 @@ main() {
   HPC_DIE_STATUS=1 # from here on a failure is the machine's or Slurm's, not the input's
   HPC_CODE_SOURCE_DIR=$J_SOURCE_DIR
   hpc_code_snapshot
-  hpc_staging_build
+  hpc_blocks_several || hpc_staging_build # (a block's archive: with its array, arrays.sh)
   ((OPT_SETUP_VENV == 0)) || hpc_venv_submit_build venv_job
   ! hpc_sweep_requested || hpc_sweep_write # an offline sweep's folder, just before sbatch
   if ((split)); then

@@ -83,19 +83,21 @@ _array_range() {
   if (($1 == $2)); then printf '%d' "$1"; else printf '%d-%d' "$1" "$2"; fi
 }
 
-# hpc_array_use_chunk ENTRY: the plan's inputs for one array of the submission.
+# hpc_array_use_chunk ENTRY: the plan's inputs for one array of the submission. An entry
+# of a resource block's array (blocks.sh) has a fifth field, its group: its job is settled.
 hpc_array_use_chunk() {
-  local count tasks
-  IFS=$'\t' read -r J_TASK_OFFSET J_ARRAY_SPEC count tasks <<<"$1"
+  local count tasks group
+  IFS=$'\t' read -r J_TASK_OFFSET J_ARRAY_SPEC count tasks group <<<"$1"
+  [[ -z $group ]] || hpc_blocks_use_group "$group"
 }
 
 # hpc_array_dry_run_note: what --dry-run does not show (the script shown is the first's).
 hpc_array_dry_run_note() {
-  local entry offset spec count tasks k=0
+  local entry offset spec count tasks group k=0
   printf '# Submitted as %d array(s) (MaxArraySize %s); the script below is the first:\n' \
     "${#J_ARRAY_CHUNKS[@]}" "$J_MAX_ARRAY_SIZE"
   for entry in "${J_ARRAY_CHUNKS[@]}"; do
-    IFS=$'\t' read -r offset spec count tasks <<<"$entry"
+    IFS=$'\t' read -r offset spec count tasks group <<<"$entry"
     printf '#   array %d: --array=%s, HPC_TASK_OFFSET=%s: %d task(s), %s\n' \
       $((++k)) "$spec" "$offset" "$count" "$tasks"
   done
@@ -107,7 +109,7 @@ hpc_array_dry_run_note() {
 # hpc_array_submit [VENV_JOB]: write the commands and one script per array, submit them
 # in order; if sbatch refuses one, cancel those already in and remove every file.
 hpc_array_submit() {
-  local venv_job=${1:-} base=${J_SCRIPT_PATH%.sbatch} entry offset spec count tasks
+  local venv_job=${1:-} base=${J_SCRIPT_PATH%.sbatch} entry offset spec count tasks group
   local k=0 script dep prev="" out rc commands_text argv ids=() written=()
   mkdir -p -- "$J_SCRATCH_DIR/hpc_outputs/jobs" ||
     die "cannot create $J_SCRATCH_DIR/hpc_outputs: check that \$SCRATCH is writable"
@@ -117,10 +119,12 @@ hpc_array_submit() {
   written=("$J_COMMANDS_PATH")
   HPC_ARRAY_SUBMITTED=()
   for entry in "${J_ARRAY_CHUNKS[@]}"; do
-    IFS=$'\t' read -r offset spec count tasks <<<"$entry"
+    IFS=$'\t' read -r offset spec count tasks group <<<"$entry"
     script=$base.sbatch
     ((${#J_ARRAY_CHUNKS[@]} == 1)) || script=$base-part$((++k)).sbatch
     hpc_array_use_chunk "$entry"
+    # A resource block's --data: its archive (the plain submission's was built before).
+    [[ -z $group ]] || hpc_staging_build
     J_SCRIPT_PATH=$script
     _write_atomic "$script" "$(hpc_plan_script)"$'\n'
     written+=("$script")
@@ -140,6 +144,7 @@ hpc_array_submit() {
     fi
     prev=${out%%;*}
     ids+=("$prev")
+    hpc_staging_record_job "$prev"
     HPC_ARRAY_SUBMITTED+=("$prev"$'\t'"$count"$'\t'"$tasks"$'\t'"$spec"$'\t'"$script")
   done
   J_JOB_ID=$prev

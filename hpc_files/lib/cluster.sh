@@ -14,7 +14,7 @@ HPC_SLURM_MIN_VERSION=22.05
 # _hpc_refuse MESSAGE: a request this cluster cannot take: the message, exit 2, nothing
 # written or submitted (the checks run before anything is).
 _hpc_refuse() {
-  printf '%s: %s\n' "${HPC_PROG:-hpc_files}" "$*" >&2
+  printf '%s: %s%s\n' "${HPC_PROG:-hpc_files}" "${HPC_DIE_CONTEXT:-}" "$*" >&2
   exit 2
 }
 

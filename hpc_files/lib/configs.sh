@@ -3,14 +3,19 @@
 # Blank lines and lines starting with '#' are skipped; a line ending in a backslash
 # continues on the next one. Each command is later run by bash exactly as written, so
 # each is checked here as bash would read it (bash -n), before anything waits in a queue.
+# A line '#hpc: OPTIONS' is a directive: it sets options for the commands below it, until
+# the next one (blocks.sh judges and groups them); to anything else it is a comment.
 
 HPC_UTF8_BOM=$'\xef\xbb\xbf'
 
 # hpc_read_configs FILE: fills the arrays J_COMMANDS and J_COMMAND_LINES (the file's line
-# number where each command starts).
+# number where each command starts), and the directives: J_DIRECTIVES (the words after
+# '#hpc:' of directive b, from 1), J_DIRECTIVE_LINES (its line number) and J_COMMAND_BLOCKS
+# (for each command, the directive above it; 0: none, the command line's options only).
 hpc_read_configs() {
-  local file=$1 line pending="" lineno=0 start=0 lines
-  J_COMMANDS=() J_COMMAND_LINES=() J_CONFIG_SCRIPTS=()
+  local file=$1 line pending="" lineno=0 start=0 lines block=0
+  J_COMMANDS=() J_COMMAND_LINES=() J_CONFIG_SCRIPTS=() J_COMMAND_BLOCKS=()
+  J_DIRECTIVES=("") J_DIRECTIVE_LINES=(0) J_CONFIGS_FILE=$file
   [[ -e $file ]] || die "configs file '$file' not found: write the command to run (e.g. 'python train.py --lr 0.1') in experiment_configurations.txt or pass --configs FILE"
   [[ -f $file && -r $file ]] || die "configs file '$file' is not a readable file"
   _configs_check_bytes "$file"
@@ -25,7 +30,13 @@ hpc_read_configs() {
     if [[ -z $pending ]]; then
       # Trim leading blanks; skip blank and comment lines between commands.
       [[ $line != [[:space:]]* ]] || line=${line#"${line%%[![:space:]]*}"}
-      [[ -z $line || $line == '#'* ]] && continue
+      if [[ -z $line || $line == '#'* ]]; then
+        if [[ $line == '#hpc:'* ]]; then
+          J_DIRECTIVES+=("${line#'#hpc:'}") J_DIRECTIVE_LINES+=("$lineno")
+          block=$((${#J_DIRECTIVES[@]} - 1))
+        fi
+        continue
+      fi
       start=$lineno
     fi
     # An odd number of trailing backslashes continues the command on the next line.
@@ -39,6 +50,7 @@ hpc_read_configs() {
     if [[ -n $line ]]; then
       J_COMMANDS+=("$line")
       J_COMMAND_LINES+=("$start")
+      J_COMMAND_BLOCKS+=("$block")
     fi
   done
   [[ -z $pending ]] || die "configs file '$file' ends with a backslash continuation (line $lineno): finish the command or remove the trailing '\\'"

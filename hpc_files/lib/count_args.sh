@@ -8,13 +8,16 @@
 # them (cd data && python train.py: to python).
 HPC_SETUP_WORDS=" cd pushd popd export source . set unset ulimit umask module ml echo printf mkdir true : "
 
-# hpc_add_count_args: rewrite J_COMMANDS with " --NODES_ARG N --DEVICES_ARG P" inserted.
+# hpc_add_count_args [INDEX...]: rewrite J_COMMANDS with " --NODES_ARG N --DEVICES_ARG P"
+# inserted; into the commands INDEX... only (a resource block's: blocks.sh), else all.
 hpc_add_count_args() {
   [[ -n $J_NODES_ARG || -n $J_DEVICES_ARG ]] || return 0
   local extra="" k out
+  local -a which=("$@")
+  (($#)) || which=("${!J_COMMANDS[@]}")
   [[ -z $J_NODES_ARG ]] || extra+=" --$J_NODES_ARG $J_NODES"
   [[ -z $J_DEVICES_ARG ]] || extra+=" --$J_DEVICES_ARG $J_PROCS_PER_NODE"
-  for k in "${!J_COMMANDS[@]}"; do
+  for k in "${which[@]}"; do
     _count_args_insert_to out "${J_COMMANDS[k]}" "$extra" ||
       die "line ${J_COMMAND_LINES[k]:-$((k + 1))} of the commands: cannot tell where the program's arguments end, to add '${extra# }' (--nodes-arg/--devices-arg): write them into the line yourself, or make it one plain command such as 'python train.py ...'"
     J_COMMANDS[k]=$out

@@ -22,13 +22,15 @@ source "$HPC_JOB_LIB"
 # die MESSAGE...: "prog: message" on stderr, exit HPC_DIE_STATUS (default 1). An
 # executable sets HPC_DIE_STATUS=2 while it judges its input, so every refusal of bad
 # input exits 2, as a usage error does (die_usage); later failures exit 1.
+# HPC_DIE_CONTEXT, when set, says where the input at fault was written ("configs file 'F',
+# line 3: "): a directive's options are judged by the same code as the command line's.
 die() {
-  printf '%s: %s\n' "$HPC_PROG" "$*" >&2
+  printf '%s: %s%s\n' "$HPC_PROG" "${HPC_DIE_CONTEXT:-}" "$*" >&2
   exit "${HPC_DIE_STATUS:-1}"
 }
 
 die_usage() {
-  printf '%s: %s\n' "$HPC_PROG" "$*" >&2
+  printf '%s: %s%s\n' "$HPC_PROG" "${HPC_DIE_CONTEXT:-}" "$*" >&2
   printf "Run '%s --help' for the list of options.\n" "$HPC_PROG" >&2
   exit 2
 }

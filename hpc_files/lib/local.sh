@@ -28,7 +28,7 @@ hpc_debug_settle() {
   ((OPT_SNAPSHOT == 0)) || die "--snapshot protects a queued job from later edits; $mode runs the project as it is now: drop --snapshot"
   ((OPT_MAIL == 0)) || die "--mail is for queued jobs; $mode runs while you watch: drop --mail"
   [[ -z $OPT_PORT || $mode == --interactive ]] || die "--port N is for --interactive (the ssh tunnel to the session's node): drop --port"
-  if ((OPT_LOCAL)) && ((J_NODES > 1)); then
+  if ((OPT_LOCAL)) && ((J_NODES > 1)) && ! hpc_blocks_several; then
     die "--local runs on this machine, which is one node; --num-nodes $J_NODES cannot run here: use --num-nodes 1 (the launcher still starts --procs-per-node processes here, and $J_LAUNCHER runs the same code path), or --interactive for a session on $J_NODES nodes"
   fi
   if [[ -n $OPT_PORT ]]; then
@@ -47,6 +47,19 @@ hpc_debug_settle() {
     local i
     for ((i = 0; i < n; i++)); do J_DEBUG_TASKS+=("$i"); done
   fi
+  ! hpc_blocks_several || _hpc_debug_blocks
+}
+
+# _hpc_debug_blocks: with resource blocks (blocks.sh) each task runs with its own block's
+# job; --local cannot run a block of several nodes. Leaves the first task's job settled.
+_hpc_debug_blocks() {
+  local i
+  for i in "${J_DEBUG_TASKS[@]}"; do
+    hpc_blocks_use_group "${J_TASK_GROUP[i]}"
+    ((OPT_LOCAL == 0 || J_NODES == 1)) ||
+      die "--local runs on this machine, which is one node; task $i (line ${J_COMMAND_LINES[i]} of the configs file) is in a resource block of --num-nodes $J_NODES: choose the tasks of one-node blocks with --task I, or use --interactive --task $i"
+  done
+  hpc_blocks_use_group "${J_TASK_GROUP[J_DEBUG_TASKS[0]]}"
 }
 
 # _hpc_debug_files DIR: the batch script and commands file of this run, in DIR.
@@ -72,6 +85,12 @@ hpc_local_run() {
   trap 'interrupted=1' INT
   for i in "${J_DEBUG_TASKS[@]}"; do
     tmp=$(mktemp -d "${TMPDIR:-/tmp}/hpc_local_tmpdir.XXXXXX") || die "cannot make a local scratch folder under ${TMPDIR:-/tmp}"
+    if hpc_blocks_several && [[ ${J_TASK_GROUP[i]} != "$J_GROUP" ]]; then
+      # This task's resource block: its own job (blocks.sh), its own batch script.
+      hpc_blocks_use_group "${J_TASK_GROUP[i]}"
+      hpc_staging_build
+      _write_atomic "$J_SCRIPT_PATH" "$(hpc_plan_script)"$'\n'
+    fi
     say "---- task $i (line $((i + 1))): ${J_COMMANDS[i]}"
     t0=$SECONDS rc=0
     (

@@ -218,16 +218,19 @@ hpc_settle_paths() {
   J_VENV=$venv
 }
 
-# hpc_validate_commands: what a launcher needs of each command line (after hpc_read_configs).
+# hpc_validate_commands [INDEX...]: what a launcher needs of each command line (after
+# hpc_read_configs); of the commands INDEX... only (a resource block's: blocks.sh), else all.
 hpc_validate_commands() {
   [[ $J_LAUNCHER == torchrun ]] || return 0
-  local line i=0
+  local line k
+  local -a which=("$@")
+  (($#)) || which=("${!J_COMMANDS[@]}")
   local re='^[[:space:]]*([A-Za-z_][A-Za-z0-9_]*=[^[:space:]]*[[:space:]]+)*([^[:space:]]*/)?python[0-9.]*[[:space:]]+(-u[[:space:]]+)?[^-[:space:]]'
   local re_m='^[[:space:]]*([A-Za-z_][A-Za-z0-9_]*=[^[:space:]]*[[:space:]]+)*([^[:space:]]*/)?python[0-9.]*[[:space:]]+(-u[[:space:]]+)?-m[[:space:]]'
-  for line in "${J_COMMANDS[@]}"; do
-    ((++i))
+  for k in "${which[@]}"; do
+    line=${J_COMMANDS[k]}
     [[ $line =~ $re || $line =~ $re_m ]] ||
-      die "command $i is not 'python script.py ...' or 'python -m module ...', which the torchrun launcher turns into 'torchrun ... script.py ...': $line"
+      die "command $((k + 1)) is not 'python script.py ...' or 'python -m module ...', which the torchrun launcher turns into 'torchrun ... script.py ...': $line"
   done
 }
 

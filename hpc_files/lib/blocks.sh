@@ -16,8 +16,8 @@ HPC_BLOCK_OPTION_NAMES=" -g --gpus --gpu-type -c --cpus -m --mem --mem-per-gpu -
 HPC_BLOCK_OPTION_VARS=(OPT_GPUS OPT_GPU_TYPE OPT_CPUS OPT_MEM OPT_MEM_PER_GPU OPT_TIME OPT_NODES
   OPT_LAUNCHER OPT_ACCOUNT OPT_PARTITION OPT_PROCS_PER_NODE OPT_CONTAINER OPT_CONTAINER_TO_LOCAL)
 HPC_BLOCK_OPTION_LISTS=(OPT_SBATCH_OPTIONS OPT_DATA)
-# What makes two blocks the same job: the request as settled (so --mem 16G and --mem
-# 16384M, or -g 2 and --gpus 2, are one group).
+# What makes two blocks the same job: the request as settled (so -g 2 and --gpus 2, or
+# --mem 16gb and --mem 16G, are one group).
 HPC_BLOCK_KEY_VARS=(J_LAUNCHER J_NODES J_GPUS J_GPU_TYPE J_PROCS_PER_NODE J_TASKS_PER_NODE
   J_CPUS J_CPUS_PER_TASK J_MEM J_MEM_PER_GPU J_TIME J_ACCOUNT J_PARTITION J_SIGNAL_GRACE
   J_CONTAINER J_CONTAINER_TO_LOCAL J_VENV)

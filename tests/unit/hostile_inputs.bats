@@ -53,7 +53,8 @@ refused_hard() {
   for want in "is an absolute path" "jobs this cluster holds" "aliases (*name)" "nested more than" \
     "far too large" "cannot tell where" "the shell did not expand" "holds a backslash" \
     "sets sbatch's --array" "holds a NUL byte" "is not valid bash" "neither a .sif file" \
-    "was given an empty value" "HPC_DEFAULT_PARTITION" "did you mean"; do
+    "was given an empty value" "HPC_DEFAULT_PARTITION" "did you mean" "cannot be set by a directive" \
+    "in a directive"; do
     [[ ${HOSTILE_INPUTS[*]} == *"$want"* ]] || { echo "no row for: $want"; return 1; }
   done
 }

@@ -127,6 +127,17 @@ print_submitted() {
   printf '  script: %s\n' "$J_SCRIPT_PATH"
 }
 
+# submit_checks: before anything is written or waits: the Slurm version, --time within
+# MaxTime and --gpu-type (cluster.sh; each resource block's: blocks.sh), and the venv.
+submit_checks() {
+  if hpc_blocks_several; then
+    hpc_blocks_submit_checks
+    return 0
+  fi
+  hpc_cluster_check
+  hpc_venv_check
+}
+
 # lightning_requeue_note: with -d lightning, requeue on and more than one process in all,
 # say what the job does about Lightning's own auto-requeue (it hangs in DDP).
 lightning_requeue_note() {
@@ -235,8 +246,7 @@ main() {
   fi
 
   # The Slurm version, --time within MaxTime, --gpu-type (each block's); before anything waits.
-  hpc_blocks_each_group hpc_cluster_check
-  hpc_blocks_each_group hpc_venv_check_once
+  submit_checks
   if ((OPT_INTERACTIVE)); then
     hpc_interactive_run "$stamp"
     return

@@ -186,7 +186,7 @@ _blocks_key_to() {
   _key+=$'\n'$joined
 }
 
-# hpc_ranges_to VAR NUMBER...: ascending numbers as "0-3 5 7-8" (arrays.sh's J_ARRAY_RANGES).
+# hpc_ranges_to VAR NUMBER...: ascending numbers as "0-3 5 7-8".
 hpc_ranges_to() {
   local -n _r=$1
   shift
@@ -206,14 +206,16 @@ hpc_ranges_to() {
 }
 
 # hpc_blocks_settle: judge every directive (each one's options as the command line's are
-# judged, the file and line named), then group the commands by their settled job: sets
+# judged, the file and line named), then group the blocks by their settled job: sets
 # J_GROUP_COUNT, J_GROUP_BLOCK (each group's first block), J_GROUP_BLOCKS (its blocks),
-# J_GROUP_TASKS (its command indices) and J_TASK_GROUP; --nodes-arg/--devices-arg and the
-# launcher's checks apply per group. Leaves the first group's job settled. Writes nothing.
+# J_GROUP_RANGES (its commands' indices, "0-399 900-999"), J_GROUP_REQUEST (its partition,
+# time and GPU type, for hpc_blocks_submit_checks) and J_BLOCK_GROUP; the launcher's
+# checks and --nodes-arg/--devices-arg apply per block. Leaves the first group's job
+# settled. Writes nothing.
 hpc_blocks_settle() {
-  local b g k key n=${#J_DIRECTIVES[@]}
+  local b g k key lo hi n=${#J_DIRECTIVES[@]}
   local -A group_of=()
-  local -a has=() block_group=()
+  local -a tasks
   HPC_BLOCKS_VENV=$J_VENV
   HPC_BLOCK_SET_VARS=("")
   declare -gA HPC_BLOCK_VALUES=()
@@ -222,46 +224,45 @@ hpc_blocks_settle() {
     _blocks_parse "$b"
   done
   HPC_DIE_CONTEXT=""
-  for b in "${J_COMMAND_BLOCKS[@]}"; do has[b]=1; done
-  J_GROUP_BLOCK=() J_GROUP_BLOCKS=() J_GROUP_TASKS=() J_TASK_GROUP=()
+  J_GROUP_BLOCK=() J_GROUP_BLOCKS=() J_GROUP_RANGES=() J_BLOCK_GROUP=() J_GROUP_REQUEST=()
+  HPC_BLOCKS_IN_VENV=""
   for ((b = 0; b < n; b++)); do
     hpc_blocks_use_block "$b" # every directive is judged, even one above no command
-    [[ -n ${has[b]:-} ]] || continue
+    lo=${J_BLOCK_FIRST[b]} hi=$((${J_BLOCK_FIRST[b + 1]:-${#J_COMMANDS[@]}} - 1))
+    ((lo <= hi)) || continue
     _blocks_key_to key
     if [[ -z ${group_of[$key]:-} ]]; then
       group_of[$key]=${#J_GROUP_BLOCK[@]}
-      J_GROUP_BLOCK+=("$b") J_GROUP_BLOCKS+=("") J_GROUP_TASKS+=("")
+      J_GROUP_BLOCK+=("$b") J_GROUP_BLOCKS+=("") J_GROUP_RANGES+=("")
+      J_GROUP_REQUEST+=("$J_PARTITION$HPC_BLOCK_SEP$J_TIME$HPC_BLOCK_SEP$J_GPU_TYPE")
+      [[ $J_VENV == none ]] || HPC_BLOCKS_IN_VENV=1
     fi
     g=${group_of[$key]}
-    block_group[b]=$g
+    J_GROUP=$g # the job settled now is group g's (the same key)
+    J_BLOCK_GROUP[b]=$g
     J_GROUP_BLOCKS[g]+="${J_GROUP_BLOCKS[g]:+ }$b"
-  done
-  for k in "${!J_COMMAND_BLOCKS[@]}"; do
-    g=${block_group[J_COMMAND_BLOCKS[k]]}
-    J_TASK_GROUP[k]=$g
-    J_GROUP_TASKS[g]+="${J_GROUP_TASKS[g]:+ }$k"
-  done
-  J_GROUP_COUNT=${#J_GROUP_BLOCK[@]} J_GROUP=""
-  for ((g = J_GROUP_COUNT - 1; g >= 0; g--)); do
-    hpc_blocks_use_group "$g"
-    b=${J_GROUP_BLOCK[g]}
+    J_GROUP_RANGES[g]+="${J_GROUP_RANGES[g]:+ }$lo"
+    ((hi == lo)) || J_GROUP_RANGES[g]+=-$hi
+    # The launcher's checks and the count arguments, for this block's commands.
+    [[ $J_LAUNCHER == torchrun || -n $J_NODES_ARG$J_DEVICES_ARG ]] || continue
+    tasks=()
+    for ((k = lo; k <= hi; k++)); do tasks+=("$k"); done
     ((b == 0)) || _blocks_where_to HPC_DIE_CONTEXT "$b"
-    # shellcheck disable=SC2086 # the indices: one word each
-    hpc_validate_commands ${J_GROUP_TASKS[g]}
-    # shellcheck disable=SC2086
-    hpc_add_count_args ${J_GROUP_TASKS[g]}
+    hpc_validate_commands "${tasks[@]}"
+    hpc_add_count_args "${tasks[@]}"
     HPC_DIE_CONTEXT=""
   done
+  J_GROUP_COUNT=${#J_GROUP_BLOCK[@]}
+  hpc_blocks_use_group 0 # the first group's job, as the rest of the submission expects
 }
 
 # hpc_blocks_plan: J_ARRAY_CHUNKS for every group, in order: each group's commands as a
 # subset of the lines (arrays.sh, also split at MaxArraySize), tagged with the group.
 hpc_blocks_plan() {
   local g entry
-  local -a all=() tasks
+  local -a all=()
   for ((g = 0; g < J_GROUP_COUNT; g++)); do
-    read -r -a tasks <<<"${J_GROUP_TASKS[g]}"
-    hpc_ranges_to J_ARRAY_RANGES "${tasks[@]}"
+    J_ARRAY_RANGES=${J_GROUP_RANGES[g]}
     hpc_array_plan || true
     for entry in "${J_ARRAY_CHUNKS[@]}"; do
       all+=("$entry"$'\t'"$g")
@@ -328,21 +329,23 @@ hpc_blocks_dry_run_note() {
   printf '\n'
 }
 
-# hpc_blocks_each_group COMMAND...: run COMMAND with each group's job settled (a refusal
-# names the group's first directive), then settle again the group that was; without
-# resource blocks, COMMAND once.
-hpc_blocks_each_group() {
-  local g b keep=${J_GROUP:-0}
-  if ((${J_GROUP_COUNT:-0} < 2)); then
-    "$@"
-    return
-  fi
+# hpc_blocks_submit_checks: the checks against the cluster (cluster.sh: the Slurm version,
+# --time within the partition's MaxTime, --gpu-type) for each group's request, each
+# distinct one once, a refusal naming the group's first directive; then the venv, if a
+# group runs in it. Reads what hpc_blocks_settle recorded: no group is settled again.
+hpc_blocks_submit_checks() {
+  local g b seen="" J_PARTITION J_TIME J_GPU_TYPE J_VENV
   for ((g = 0; g < J_GROUP_COUNT; g++)); do
-    hpc_blocks_use_group "$g"
+    [[ $seen != *"|${J_GROUP_REQUEST[g]}|"* ]] || continue
+    seen+="|${J_GROUP_REQUEST[g]}|"
+    # (local: the checks see this group's request, the settled job stays as it is)
+    IFS=$HPC_BLOCK_SEP read -r J_PARTITION J_TIME J_GPU_TYPE <<<"${J_GROUP_REQUEST[g]}"
     b=${J_GROUP_BLOCK[g]}
     ((b == 0)) || _blocks_where_to HPC_DIE_CONTEXT "$b"
-    "$@"
+    hpc_cluster_check
     HPC_DIE_CONTEXT=""
   done
-  hpc_blocks_use_group "$keep"
+  [[ -n $HPC_BLOCKS_IN_VENV ]] || return 0
+  J_VENV=$HPC_BLOCKS_VENV
+  hpc_venv_check
 }

@@ -34,18 +34,25 @@ hpc_cluster_version() {
 }
 
 # _hpc_partition_info_to VAR: `scontrol show partition -o` of the job's partition (its
-# default when none was given); "" when Slurm does not answer.
+# default when none was given); "" when Slurm does not answer. Asked once per partition
+# (resource blocks check each block's job: blocks.sh).
+declare -gA HPC_PARTITION_INFO=()
 _hpc_partition_info_to() {
   local -n _info=$1
-  local line
+  local line key=${J_PARTITION:-<default>}
+  if [[ -v HPC_PARTITION_INFO[$key] ]]; then
+    _info=${HPC_PARTITION_INFO[$key]}
+    return 0
+  fi
   _info=""
   if [[ -n ${J_PARTITION:-} ]]; then
     _info=$(scontrol show partition -o "$J_PARTITION" 2>/dev/null) || _info=""
-    return 0
+  else
+    while IFS= read -r line; do
+      [[ $line != *" Default=YES "* ]] || { _info=$line; break; }
+    done < <(scontrol show partition -o 2>/dev/null)
   fi
-  while IFS= read -r line; do
-    [[ $line != *" Default=YES "* ]] || { _info=$line; return 0; }
-  done < <(scontrol show partition -o 2>/dev/null)
+  HPC_PARTITION_INFO[$key]=$_info
 }
 
 # _hpc_field_to VAR LINE NAME: the value of NAME=VALUE in a `scontrol -o` line.

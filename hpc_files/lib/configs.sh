@@ -10,12 +10,13 @@ HPC_UTF8_BOM=$'\xef\xbb\xbf'
 
 # hpc_read_configs FILE: fills the arrays J_COMMANDS and J_COMMAND_LINES (the file's line
 # number where each command starts), and the directives: J_DIRECTIVES (the words after
-# '#hpc:' of directive b, from 1), J_DIRECTIVE_LINES (its line number) and J_COMMAND_BLOCKS
+# '#hpc:' of directive b, from 1), J_DIRECTIVE_LINES (its line number), J_BLOCK_FIRST (the
+# index of its first command; its block ends where the next begins) and J_COMMAND_BLOCKS
 # (for each command, the directive above it; 0: none, the command line's options only).
 hpc_read_configs() {
   local file=$1 line pending="" lineno=0 start=0 lines block=0
   J_COMMANDS=() J_COMMAND_LINES=() J_CONFIG_SCRIPTS=() J_COMMAND_BLOCKS=()
-  J_DIRECTIVES=("") J_DIRECTIVE_LINES=(0) J_CONFIGS_FILE=$file
+  J_DIRECTIVES=("") J_DIRECTIVE_LINES=(0) J_BLOCK_FIRST=(0) J_CONFIGS_FILE=$file
   [[ -e $file ]] || die "configs file '$file' not found: write the command to run (e.g. 'python train.py --lr 0.1') in experiment_configurations.txt or pass --configs FILE"
   [[ -f $file && -r $file ]] || die "configs file '$file' is not a readable file"
   _configs_check_bytes "$file"
@@ -33,6 +34,7 @@ hpc_read_configs() {
       if [[ -z $line || $line == '#'* ]]; then
         if [[ $line == '#hpc:'* ]]; then
           J_DIRECTIVES+=("${line#'#hpc:'}") J_DIRECTIVE_LINES+=("$lineno")
+          J_BLOCK_FIRST+=("${#J_COMMANDS[@]}")
           block=$((${#J_DIRECTIVES[@]} - 1))
         fi
         continue

@@ -55,11 +55,11 @@ hpc_debug_settle() {
 _hpc_debug_blocks() {
   local i
   for i in "${J_DEBUG_TASKS[@]}"; do
-    hpc_blocks_use_group "${J_TASK_GROUP[i]}"
+    hpc_blocks_use_group "${J_BLOCK_GROUP[J_COMMAND_BLOCKS[i]]}"
     ((OPT_LOCAL == 0 || J_NODES == 1)) ||
       die "--local runs on this machine, which is one node; task $i (line ${J_COMMAND_LINES[i]} of the configs file) is in a resource block of --num-nodes $J_NODES: choose the tasks of one-node blocks with --task I, or use --interactive --task $i"
   done
-  hpc_blocks_use_group "${J_TASK_GROUP[J_DEBUG_TASKS[0]]}"
+  hpc_blocks_use_group "${J_BLOCK_GROUP[J_COMMAND_BLOCKS[J_DEBUG_TASKS[0]]]}"
 }
 
 # _hpc_debug_files DIR: the batch script and commands file of this run, in DIR.
@@ -85,9 +85,9 @@ hpc_local_run() {
   trap 'interrupted=1' INT
   for i in "${J_DEBUG_TASKS[@]}"; do
     tmp=$(mktemp -d "${TMPDIR:-/tmp}/hpc_local_tmpdir.XXXXXX") || die "cannot make a local scratch folder under ${TMPDIR:-/tmp}"
-    if hpc_blocks_several && [[ ${J_TASK_GROUP[i]} != "$J_GROUP" ]]; then
+    if hpc_blocks_several && [[ ${J_BLOCK_GROUP[J_COMMAND_BLOCKS[i]]} != "$J_GROUP" ]]; then
       # This task's resource block: its own job (blocks.sh), its own batch script.
-      hpc_blocks_use_group "${J_TASK_GROUP[i]}"
+      hpc_blocks_use_group "${J_BLOCK_GROUP[J_COMMAND_BLOCKS[i]]}"
       hpc_staging_build
       _write_atomic "$J_SCRIPT_PATH" "$(hpc_plan_script)"$'\n'
     fi

@@ -19,14 +19,6 @@ hpc_venv_check() {
     warn "no virtual environment at $J_VENV: the job will stop at its start. Create it (python3 -m venv '$J_VENV'), add --setup-venv to build it in a job first, or pass --venv PATH|none"
 }
 
-# hpc_venv_check_once: hpc_venv_check, once per submission (resource blocks: for the
-# first block that runs in the venv; blocks.sh calls it for each).
-hpc_venv_check_once() {
-  [[ $J_VENV != none && -z ${HPC_VENV_CHECKED:-} ]] || return 0
-  HPC_VENV_CHECKED=1
-  hpc_venv_check
-}
-
 # hpc_venv_build_argv_to ARRAY: the sbatch command line of the venv-building job.
 hpc_venv_build_argv_to() {
   local -n _v=$1

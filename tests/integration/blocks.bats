@@ -83,6 +83,13 @@ EOF
   [[ $stderr == *"line 2 (#hpc: --gpus 1 --exp-name other): --exp-name cannot be set by a directive"* ]]
   [ -z "$(squeue -h -n bad -o %i)" ]
   [ -z "$(find "$SCRATCH" -type f)" ]
+  # A block's --time above its partition's MaxTime: refused before anything is written.
+  printf '%s\n' 'echo a' '#hpc: -p short --time 6' 'echo b' >"$PROJECT/experiment_configurations.txt"
+  run --separate-stderr submitter -e bad --time 5
+  [ "$status" -eq 2 ]
+  [[ $stderr == *"line 2 (#hpc: -p short --time 6): --time 6 is longer than partition short allows (MaxTime=00:05:00)"* ]]
+  [ -z "$(squeue -h -n bad -o %i)" ]
+  [ -z "$(find "$SCRATCH" -type f)" ]
   # A feature no node has: the profile cannot tell, sbatch refuses the second array; the
   # first is cancelled and every file goes.
   printf '%s\n' 'sleep 60' '#hpc: --sbatch-option=--constraint=nosuchfeature' 'echo b' \

@@ -5,7 +5,7 @@
 # The real-Slurm tests are tests/integration/blocks.bats; refusals are rows of
 # tests/helpers/hostile_inputs.bash.
 
-# shellcheck disable=SC2016 # configs lines, expanded by the job
+# shellcheck disable=SC2016,SC2030,SC2031 # configs lines, expanded by the job; TMPDIR per test
 load ../helpers/common
 
 setup() {

@@ -237,3 +237,22 @@ EOF
   [ "$status" -eq 0 ] || { echo "$stderr"; return 1; }
   [[ $output != *"one per set of options"* ]]
 }
+
+@test "a block's --data: its own archive, named in its own array's script, its job recorded" {
+  mkdir -p "$SCRATCH/proj/ds" "$SCRATCH/proj/ds2"
+  echo x >"$SCRATCH/proj/ds/a"
+  echo y >"$SCRATCH/proj/ds2/b"
+  printf '%s\n' 'echo a' '#hpc: --data ds' 'echo b' '#hpc: --data ds2 --cpus 2' 'echo c' >"$PROJECT/c.txt"
+  run --separate-stderr submitter --configs c.txt -e dd
+  [ "$status" -eq 0 ] || { echo "$stderr"; return 1; }
+  [ "$(sbatch_calls)" -eq 3 ]
+  run ! grep -q HPC_DATA_ARCHIVE <(script_of 1)
+  local a2 a3
+  a2=$(sed -n "s/^export HPC_DATA_ARCHIVE='\(.*\)'$/\1/p" <(script_of 2))
+  a3=$(sed -n "s/^export HPC_DATA_ARCHIVE='\(.*\)'$/\1/p" <(script_of 3))
+  [ -f "$a2" ] && [ -f "$a3" ] && [ "$a2" != "$a3" ]
+  tar -tf "$a2" | grep -q 'ds/a$'
+  tar -tf "$a3" | grep -q 'ds2/b$'
+  [ "$(cat "${a2%%.tar*}.jobs")" = 4243 ]
+  [ "$(cat "${a3%%.tar*}.jobs")" = 4244 ]
+}

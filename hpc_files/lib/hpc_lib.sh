@@ -115,21 +115,28 @@ is_slurm_time() {
   ((s < 60 && d * 86400 + h * 3600 + m * 60 + s > 0))
 }
 
-# slurm_time_seconds T: seconds in a valid Slurm time (prints the number).
-slurm_time_seconds() {
-  local t=$1 d=0 rest a b c
-  if [[ $t == *-* ]]; then
-    d=$((10#${t%%-*})) rest=${t#*-}
-    IFS=: read -r a b c <<<"$rest"
-    printf '%d\n' $((d * 86400 + 10#$a * 3600 + 10#${b:-0} * 60 + 10#${c:-0}))
+# slurm_time_seconds_to VAR T: seconds in a valid Slurm time, into VAR (no subshell).
+slurm_time_seconds_to() {
+  local _t=$2 _d=0 _rest _a _b _c
+  if [[ $_t == *-* ]]; then
+    _d=$((10#${_t%%-*})) _rest=${_t#*-}
+    IFS=: read -r _a _b _c <<<"$_rest"
+    printf -v "$1" '%d' $((_d * 86400 + 10#$_a * 3600 + 10#${_b:-0} * 60 + 10#${_c:-0}))
     return
   fi
-  IFS=: read -r a b c <<<"$t"
-  if [[ -n $c ]]; then
-    printf '%d\n' $((10#$a * 3600 + 10#$b * 60 + 10#$c))
+  IFS=: read -r _a _b _c <<<"$_t"
+  if [[ -n $_c ]]; then
+    printf -v "$1" '%d' $((10#$_a * 3600 + 10#$_b * 60 + 10#$_c))
   else
-    printf '%d\n' $((10#$a * 60 + 10#${b:-0}))
+    printf -v "$1" '%d' $((10#$_a * 60 + 10#${_b:-0}))
   fi
+}
+
+# slurm_time_seconds T: seconds in a valid Slurm time (prints the number).
+slurm_time_seconds() {
+  local seconds
+  slurm_time_seconds_to seconds "$1"
+  printf '%s\n' "$seconds"
 }
 
 # normalize_mem_to VAR SIZE: Slurm memory size (digits with optional K/M/G/T, an

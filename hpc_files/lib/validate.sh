@@ -74,7 +74,9 @@ _validate_sbatch_option() {
     die "--sbatch-option '$flag' must be one sbatch option written --name or --name=value (for example --qos=high), on one line"
   fi
   for entry in "${HPC_MANAGED_SBATCH_OPTIONS[@]}"; do
-    IFS='|' read -r long short why <<<"$entry"
+    # (expansions, not read <<<: this runs for every block of a configs file, blocks.sh)
+    long=${entry%%|*} why=${entry#*|}
+    short=${why%%|*} why=${why#*|}
     # sbatch accepts any unambiguous prefix of a long option (--arr for --array).
     if [[ $name == "$short" || (${#name} -ge 3 && $long == "$name"*) ]]; then
       die "--sbatch-option '$flag' sets sbatch's --$long, which hpc_files manages itself: $why"
@@ -172,7 +174,7 @@ hpc_settle_job() {
 # J_MAX_RESTARTS, J_REQUEUE). The warning must leave the job some time to run.
 hpc_settle_requeue() {
   local limit
-  limit=$(slurm_time_seconds "$J_TIME")
+  slurm_time_seconds_to limit "$J_TIME"
   J_SIGNAL_GRACE=$((10#${OPT_SIGNAL_GRACE:-$HPC_SIGNAL_GRACE}))
   # The profile's default warning is shortened to half the wall time of short jobs.
   [[ -n $OPT_SIGNAL_GRACE ]] || ((J_SIGNAL_GRACE <= limit / 2)) || J_SIGNAL_GRACE=$((limit / 2))

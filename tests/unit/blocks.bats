@@ -256,3 +256,18 @@ EOF
   [ "$(cat "${a2%%.tar*}.jobs")" = 4243 ]
   [ "$(cat "${a3%%.tar*}.jobs")" = 4244 ]
 }
+
+@test "--interactive --task I asks salloc for line I's block" {
+  printf '%s\n' 'echo a' '#hpc: --cpus 3 --gpus 1 --time 20' 'echo b' >"$PROJECT/c.txt"
+  # salloc's command line as the session would run it (a session needs a terminal).
+  salloc_argv() {
+    (cd "$PROJECT" && bash -c 'source hpc_files/job_submitter.sh; prepare "$PWD" "$@";
+      hpc_interactive_argv_to argv /rc; printf "%s\n" "${argv[@]}"' _ "$@")
+  }
+  run --separate-stderr salloc_argv --interactive --configs c.txt --cpus 2 --task 1
+  [ "$status" -eq 0 ] || { echo "$stderr"; return 1; }
+  [[ $output == *$'\n--cpus-per-task=3\n'* && $output == *$'\n--time=20\n'* && $output == *$'\n--gres=gpu:1\n'* ]]
+  run --separate-stderr salloc_argv --interactive --configs c.txt --cpus 2 --task 0
+  [ "$status" -eq 0 ]
+  [[ $output == *$'\n--cpus-per-task=2\n'* && $output != *gres* ]]
+}

@@ -26,7 +26,9 @@
 #
 # What to run:
 #   -e, --exp-name NAME          experiment name: names the job, its logs and folders
-#   -f, --configs FILE           commands file (default: <project>/experiment_configurations.txt)
+#   -f, --configs FILE           commands file (default: <project>/experiment_configurations.txt);
+#                                a line '#hpc: OPTIONS' in it sets options for the lines below
+#                                (resources, time ...: README.md, "Experiment configurations")
 #       --nodes-arg NAME         also pass the node count as '--NAME N' (e.g. num_nodes)
 #       --devices-arg NAME       also pass the processes per node as '--NAME N' (e.g. devices)
 #       --venv PATH|none         project virtual environment (default: <project>/.venv)

@@ -36,6 +36,9 @@ hpc_read_configs() {
           J_DIRECTIVES+=("${line#'#hpc:'}") J_DIRECTIVE_LINES+=("$lineno")
           J_BLOCK_FIRST+=("${#J_COMMANDS[@]}")
           block=$((${#J_DIRECTIVES[@]} - 1))
+        elif [[ $line == '#'*[Hh][Pp][Cc]* && $line =~ ^#[[:space:]]*[Hh][Pp][Cc]([[:space:]]*:|[[:space:]]+-) ]]; then
+          # A typo would silently give the lines below the command line's resources.
+          warn "configs file '$file', line $lineno: '${line:0:40}' is read as a comment, not as a directive: write '#hpc: OPTIONS' (lower case, no blank before the colon) for options of the lines below"
         fi
         continue
       fi

@@ -271,3 +271,14 @@ EOF
   [ "$status" -eq 0 ]
   [[ $output == *$'\n--cpus-per-task=2\n'* && $output != *gres* ]]
 }
+
+@test "a line that looks like a misspelt directive is a comment, with a warning naming it" {
+  printf '%s\n' 'echo a' '# hpc: --gpus 2' 'echo b' '#HPC: --gpus 2' '#hpc --gpus 2' '# hpc notes: fine' 'echo c' >"$PROJECT/c.txt"
+  run --separate-stderr submitter --configs c.txt --dry-run
+  [ "$status" -eq 0 ]
+  [[ $stderr == *"line 2: '# hpc: --gpus 2' is read as a comment, not as a directive"* ]]
+  [[ $stderr == *"line 4: '#HPC: --gpus 2' is read as a comment"* ]]
+  [[ $stderr == *"line 5: '#hpc --gpus 2' is read as a comment"* ]]
+  [[ $stderr != *"line 6"* ]]
+  [[ $output != *"one per set of options"* && $output != *gres* ]]
+}

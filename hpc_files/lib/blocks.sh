@@ -259,16 +259,26 @@ hpc_blocks_settle() {
 # hpc_blocks_plan: J_ARRAY_CHUNKS for every group, in order: each group's commands as a
 # subset of the lines (arrays.sh, also split at MaxArraySize), tagged with the group.
 hpc_blocks_plan() {
-  local g entry
+  local g entry max r count spec last
   local -a all=()
+  hpc_check_task_count "${#J_COMMANDS[@]}" "the submission"
+  hpc_max_array_size_to max
   for ((g = 0; g < J_GROUP_COUNT; g++)); do
+    last=${J_GROUP_RANGES[g]##*[ -]}
+    if ((last < max)); then
+      # Every index fits: one array of the group's own indices (what arrays.sh would make).
+      count=0 spec=${J_GROUP_RANGES[g]// /,}
+      for r in ${J_GROUP_RANGES[g]}; do count=$((count + ${r#*-} - ${r%-*} + 1)); done
+      all+=("0"$'\t'"$spec"$'\t'"$count"$'\t'"$spec"$'\t'"$g")
+      continue
+    fi
     J_ARRAY_RANGES=${J_GROUP_RANGES[g]}
     hpc_array_plan || true
     for entry in "${J_ARRAY_CHUNKS[@]}"; do
       all+=("$entry"$'\t'"$g")
     done
   done
-  J_ARRAY_RANGES="" J_ARRAY_CHUNKS=("${all[@]}")
+  J_ARRAY_RANGES="" J_ARRAY_CHUNKS=("${all[@]}") J_MAX_ARRAY_SIZE=$max
 }
 
 # _blocks_origin_to VAR G: where group G's options come from, for a person.

@@ -282,3 +282,15 @@ EOF
   [[ $stderr != *"line 6"* ]]
   [[ $output != *"one per set of options"* && $output != *gres* ]]
 }
+
+@test "--dry-run with --max-parallel and --setup-venv shows each array's dependencies" {
+  blocks_file
+  printf 'numpy\n' >"$PROJECT/requirements.txt"
+  run --separate-stderr submitter --dry-run --cpus 8 --max-parallel 2 --setup-venv -e x
+  [ "$status" -eq 0 ] || { echo "$stderr"; return 1; }
+  [[ $output == *"sbatch --parsable --dependency=afterok:\<venv\ job\ id\> --kill-on-invalid-dep=yes $SCRATCH/proj/hpc_outputs/jobs/x-"*"-part1.sbatch"* ]]
+  [[ $output == *"sbatch --parsable --dependency=afterok:\<venv\ job\ id\>\\,afterany:\<array\ 2\> --kill-on-invalid-dep=yes $SCRATCH/proj/hpc_outputs/jobs/x-"*"-part3.sbatch"* ]]
+  [[ $output == *'#SBATCH --array="0,4%2"'* ]]
+  [ "$(sbatch_calls)" -eq 0 ]
+  scratch_is_empty
+}

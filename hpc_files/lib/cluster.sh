@@ -36,10 +36,10 @@ hpc_cluster_version() {
 # _hpc_partition_info_to VAR: `scontrol show partition -o` of the job's partition (its
 # default when none was given); "" when Slurm does not answer. Asked once per partition
 # (resource blocks check each block's job: blocks.sh).
-declare -gA HPC_PARTITION_INFO=()
 _hpc_partition_info_to() {
   local -n _info=$1
   local line key=${J_PARTITION:-<default>}
+  declare -gA HPC_PARTITION_INFO # (no value given: what it holds is kept)
   if [[ -v HPC_PARTITION_INFO[$key] ]]; then
     _info=${HPC_PARTITION_INFO[$key]}
     return 0

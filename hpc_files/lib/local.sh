@@ -49,13 +49,6 @@ hpc_debug_settle() {
   fi
 }
 
-# _hpc_debug_files DIR: the batch script and commands file of this run, in DIR.
-_hpc_debug_files() {
-  local dir=$1 commands_text
-  J_SCRIPT_PATH=$dir/$J_EXP_NAME.sbatch J_COMMANDS_PATH=$dir/$J_EXP_NAME.commands
-  printf -v commands_text '%s\n' "${J_COMMANDS[@]}"
-  _write_atomic "$J_COMMANDS_PATH" "$commands_text"
-}
 
 # hpc_local_run: run the batch script here, each chosen task in the foreground, with the
 # variables a one-node Slurm job has and stand-ins for srun/scontrol/squeue (local_slurm/).
@@ -66,8 +59,11 @@ hpc_local_run() {
   [[ -x $stubs/srun ]] || die "$stubs/srun is missing: reinstall the toolkit (bash hpc_files/install_into_project.sh .)"
   host=$(hostname 2>/dev/null || uname -n)
   run_dir=$(mktemp -d "${TMPDIR:-/tmp}/hpc_local.XXXXXX") || die "cannot make a folder under ${TMPDIR:-/tmp}"
-  _hpc_debug_files "$run_dir"
-  _write_atomic "$J_SCRIPT_PATH" "$(hpc_plan_script)"$'\n'
+  # The plan's files, in this run's folder: locals over the plan's paths, the plan unchanged.
+  local J_SCRIPT_PATH=$run_dir/$J_EXP_NAME.sbatch J_COMMANDS_PATH=$run_dir/$J_EXP_NAME.commands commands_text
+  printf -v commands_text '%s\n' "${J_COMMANDS[@]}"
+  _write_atomic "$J_COMMANDS_PATH" "$commands_text"
+  _write_atomic "$J_SCRIPT_PATH" "$(hpc_plan_script 0)"$'\n'
   say "local run (no Slurm): ${#J_DEBUG_TASKS[@]} of $n task(s) on $host, launcher $J_LAUNCHER (the batch script as --dry-run prints it)"
   trap 'interrupted=1' INT
   for i in "${J_DEBUG_TASKS[@]}"; do
@@ -130,21 +126,19 @@ hpc_interactive_argv_to() {
   _ia+=(srun --interactive --preserve-env --pty --nodes=1 --ntasks=1 bash --rcfile "$2" -i)
 }
 
-# hpc_interactive_run STAMP: write the commands file and the session's rcfile beside the
+# hpc_interactive_run: write the commands file and the session's rcfile beside the
 # logs, then salloc; returns the session's exit status. The allocation ends with the shell.
 hpc_interactive_run() {
-  local stamp=$1 rc_file argv rc=0 q_runtime login line
+  local rc_file argv rc=0 q_runtime login line
   [[ -t 0 && -t 1 ]] ||
     die "--interactive opens a shell on a compute node and needs a terminal: run it from your ssh session, not from a pipe or a batch job (use --local to run the plan here without one)"
   command -v salloc >/dev/null || HPC_DIE_STATUS=1 die "salloc not found on PATH: run --interactive on the cluster's login node"
   command -v srun >/dev/null ||
     HPC_DIE_STATUS=1 die "srun not found on PATH: run --interactive on the cluster's login node"
-  hpc_submission_paths "$stamp"
   HPC_DIE_STATUS=1
   mkdir -p -- "$J_SCRATCH_DIR/hpc_outputs/jobs" ||
     die "cannot create $J_SCRATCH_DIR/hpc_outputs: check that \$SCRATCH is writable"
   rc_file=${J_SCRIPT_PATH%.sbatch}.interactive.rc
-  J_SCRIPT_PATH=$rc_file J_TASK_OFFSET=0
   local commands_text
   printf -v commands_text '%s\n' "${J_COMMANDS[@]}"
   _write_atomic "$J_COMMANDS_PATH" "$commands_text"
@@ -154,9 +148,8 @@ hpc_interactive_run() {
   {
     printf '# The shell of an --interactive session (job_submitter.sh): the job'"'"'s environment.\n'
     printf '[[ ! -r ~/.bashrc ]] || source ~/.bashrc\n'
-    hpc_plan_exports
+    hpc_plan_exports 0 "$rc_file"
     _export HPC_INTERACTIVE_TASK "${J_DEBUG_TASKS[0]}"
-    _export HPC_INTERACTIVE_ARRAY "$(((${#J_COMMANDS[@]} > 1) ? 1 : 0))"
     [[ -z $OPT_PORT ]] || _export HPC_INTERACTIVE_PORT "$((10#$OPT_PORT))"
     _export HPC_LOGIN_HOST "${USER:-$(id -un)}@$login"
     _export HPC_PREEMPT_WATCH no

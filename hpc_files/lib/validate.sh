@@ -186,8 +186,10 @@ hpc_settle_requeue() {
 }
 
 # hpc_settle_paths SOURCE_DIR: the project, scratch and venv paths (J_SOURCE_DIR ...).
+# J_PROJECT_DIR is the project's folder; J_SOURCE_DIR the one the job runs from: the same,
+# or its --snapshot copy (coderecord.sh).
 hpc_settle_paths() {
-  J_SOURCE_DIR=$1
+  J_PROJECT_DIR=$1 J_SOURCE_DIR=$1
   J_PROJECT_NAME=${HPC_PROJECT_NAME:-${J_SOURCE_DIR##*/}}
   [[ -n ${SCRATCH:-} ]] ||
     die "SCRATCH is not set: it must name your scratch folder on the shared filesystem (export SCRATCH=/path/to/scratch, for example in ~/.bashrc; Compute Canada sets it for you)"
@@ -218,15 +220,14 @@ hpc_settle_paths() {
   J_VENV=$venv
 }
 
-# hpc_validate_commands: what a launcher needs of each command line (after hpc_read_configs).
+# hpc_validate_commands: what a launcher needs of each command line (after hpc_read_configs):
+# torchrun's form, read by the one parser that rewrites the lines later (count_args.sh).
 hpc_validate_commands() {
   [[ $J_LAUNCHER == torchrun ]] || return 0
-  local line i=0
-  local re='^[[:space:]]*([A-Za-z_][A-Za-z0-9_]*=[^[:space:]]*[[:space:]]+)*([^[:space:]]*/)?python[0-9.]*[[:space:]]+(-u[[:space:]]+)?[^-[:space:]]'
-  local re_m='^[[:space:]]*([A-Za-z_][A-Za-z0-9_]*=[^[:space:]]*[[:space:]]+)*([^[:space:]]*/)?python[0-9.]*[[:space:]]+(-u[[:space:]]+)?-m[[:space:]]'
+  local line i=0 out
   for line in "${J_COMMANDS[@]}"; do
     ((++i))
-    [[ $line =~ $re || $line =~ $re_m ]] ||
+    hpc_torchrun_line_to out "$line" ||
       die "command $i is not 'python script.py ...' or 'python -m module ...', which the torchrun launcher turns into 'torchrun ... script.py ...': $line"
   done
 }

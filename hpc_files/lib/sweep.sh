@@ -176,7 +176,7 @@ _sweep_offline_commands() {
 }
 
 # hpc_sweep_write: the new sweep's folder (sweep.json, sweep.yaml, wandb/), whole or not
-# at all; removed again if the submission then fails (_sweep_abort).
+# at all; removed again if the submission then fails (hpc_remove_at_exit).
 hpc_sweep_write() {
   [[ $J_SWEEP_KIND == offline ]] || return 0
   local tmp=${J_SWEEP_DIR%/*}/.$J_SWEEP_ID.tmp.$$

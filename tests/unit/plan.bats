@@ -198,3 +198,16 @@ golden() {
   [ "${lines[2]}" = "plan: 10/" ]
   [ "${lines[3]}" = 0 ]
 }
+
+@test "job-side settings from the submitting environment are written into the script, checked once" {
+  HPC_REQUEUE_MARGIN=20 HPC_REQUEUE_ON_TERM=yes HPC_LIGHTNING_HOOK=no run --separate-stderr \
+    submitter --dry-run -d lightning -e s
+  [ "$status" -eq 0 ]
+  grep -qx "export HPC_REQUEUE_MARGIN='20'" <<<"$output"
+  grep -qx "export HPC_REQUEUE_ON_TERM='yes'" <<<"$output"
+  grep -qx "export HPC_LIGHTNING_HOOK='no'" <<<"$output"
+  grep -qx "export HPC_PREEMPT_WATCH='yes'" <<<"$output"
+  HPC_REQUEUE_ON_TERM=maybe refused "HPC_REQUEUE_ON_TERM='maybe' is not yes, no or auto" -e s
+  [ "$status" -eq 2 ]
+  HPC_REQUEUE_MARGIN=15s refused "HPC_REQUEUE_MARGIN='15s' is not a whole number of seconds" -e s
+}

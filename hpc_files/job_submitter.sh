@@ -100,44 +100,20 @@ confirm_large_array() {
   [[ $answer == [yY]* ]] || die "not submitted"
 }
 
+# print_dry_run: the whole request as it would go in: the sbatch command line and batch
+# script of the first chunk (hpc_plan_chunks_note lists the others), and the commands file
+# with every task's final command. Reads the plan, changes nothing.
 print_dry_run() {
-  local argv line dependency=""
-  ((OPT_SETUP_VENV == 0)) || dependency="<venv job id>"
-  hpc_sbatch_argv_to argv "$J_SCRIPT_PATH" "$dependency"
+  local args argv line venv_job=""
+  ((OPT_SETUP_VENV == 0)) || venv_job="<venv job id>"
+  hpc_plan_sbatch_args_to args 0 "$venv_job"
+  hpc_sbatch_argv_to argv "${args[@]}"
   printf '# sbatch command line (not run: --dry-run):\n'
   printf -v line '%q ' "${argv[@]}"
-  printf '%s\n\n# ---- batch script: %s ----\n' "${line% }" "$J_SCRIPT_PATH"
-  hpc_plan_script
-  printf '\n# ---- commands (%d), one per array task: %s ----\n' "${#J_COMMANDS[@]}" "$J_COMMANDS_PATH"
+  printf '%s\n\n# ---- batch script: %s ----\n' "${line% }" "${argv[-1]}"
+  hpc_plan_script 0
+  printf '\n# ---- commands (%d), one per array task, as they run: %s ----\n' "${#J_COMMANDS[@]}" "$J_COMMANDS_PATH"
   printf '%s\n' "${J_COMMANDS[@]}"
-}
-
-print_submitted() {
-  local log n=${#J_COMMANDS[@]}
-  local name
-  hpc_plan_log_pattern_to log
-  # Only the file's name holds the pattern; the folder may hold a literal '%'.
-  name=${log##*/} name=${name//%j/$J_JOB_ID}
-  log=${log%/*}/${name//%A/$J_JOB_ID}
-  if ((n > 1)); then
-    printf 'Submitted batch job %s (array of %d tasks, 0-%d)\n' "$J_JOB_ID" "$n" "$((n - 1))"
-    printf '  logs:   %s\n' "${log//%a/<task>}"
-  else
-    printf 'Submitted batch job %s\n' "$J_JOB_ID"
-    printf '  log:    %s\n' "$log"
-  fi
-  printf '  script: %s\n' "$J_SCRIPT_PATH"
-}
-
-# submit_checks: before anything is written or waits: the Slurm version, --time within
-# MaxTime and --gpu-type (cluster.sh; each resource block's: blocks.sh), and the venv.
-submit_checks() {
-  if hpc_blocks_several; then
-    hpc_blocks_submit_checks
-    return 0
-  fi
-  hpc_cluster_check
-  hpc_venv_check
 }
 
 # lightning_requeue_note: with -d lightning, requeue on and more than one process in all,
@@ -145,7 +121,7 @@ submit_checks() {
 lightning_requeue_note() {
   local procs=$((J_NODES * J_PROCS_PER_NODE))
   [[ $J_LAUNCHER == lightning && $J_REQUEUE == yes ]] && ((procs > 1)) || return 0
-  if [[ ${HPC_LIGHTNING_HOOK:-yes} == no ]]; then
+  if [[ $J_LIGHTNING_HOOK == no ]]; then
     say "note: Lightning's built-in SLURM auto-requeue can hang in DDP ($procs processes) and HPC_LIGHTNING_HOOK=no keeps it: add hpc_toolkit's SlurmRequeue callback to your Trainer (one line, README: Wall time, preemption and requeue), or submit with --no-requeue"
   else
     say "note: Lightning's built-in SLURM auto-requeue can hang in DDP ($procs processes): the job turns it off and uses hpc_toolkit's SlurmRequeue instead (a checkpoint at a step boundary on every rank, then a requeue that resumes from it); nothing to change in your script. Or submit with --no-requeue"
@@ -158,15 +134,15 @@ HPC_TOOLKIT_DIR=${BASH_SOURCE[0]}
 HPC_TOOLKIT_DIR=${HPC_TOOLKIT_DIR%/*}
 # shellcheck source=hpc_files/lib/hpc_lib.sh
 source "$HPC_TOOLKIT_DIR/lib/hpc_lib.sh"
-for _part in options profile validate resources configs blocks count_args plan submit ledger coderecord mail local venv container staging wandb_key sweep arrays cluster; do
+for _part in options profile validate resources configs blocks count_args plan sbatch submit ledger coderecord mail local venv container staging wandb_key sweep arrays cluster; do
   # shellcheck source=/dev/null
   source "$HPC_TOOLKIT_DIR/lib/$_part.sh"
 done
 unset _part
 
-# settle_commands: --data, the container, the launcher's needs and --nodes-arg/--devices-arg
-# for every command alike; or, when the configs file has #hpc: lines, for each resource
-# block with its own options (blocks.sh).
+# settle_commands: --data, the container, the launcher's needs, --nodes-arg/--devices-arg
+# and the torchrun rewrite for every command alike; or, when the configs file has #hpc:
+# lines, for each resource block with its own options (blocks.sh).
 settle_commands() {
   hpc_staging_settle
   hpc_settle_container
@@ -176,19 +152,23 @@ settle_commands() {
   fi
   hpc_validate_commands
   hpc_add_count_args
+  hpc_torchrun_commands
 }
 
-# prepare SOURCE_DIR ARGS...: parse, load the profile, judge everything and read the
-# commands; afterwards the J_* variables hold the whole job. Writes nothing.
+# prepare SOURCE_DIR STAMP ARGS...: parse, load the profile, judge everything, read the
+# commands and make them final: afterwards the J_* variables hold the whole plan (its
+# keys: hpc_files/lib/plan.sh), which nothing changes afterwards. Writes nothing; asks the
+# cluster (version, limits) only for a real submission. STAMP names the submission's files.
 prepare() {
-  local source_dir=$1
-  shift
+  local source_dir=$1 stamp=$2
+  shift 2
   HPC_CMDLINE=("$@") # a resource block's options replace some of them (blocks.sh)
   J_GROUP_COUNT=0
   hpc_parse_options "$@"
   ((OPT_HELP == 0)) || return 0
   hpc_profile_load "${OPT_CLUSTER:-${HPC_CLUSTER:-generic}}" "$HPC_TOOLKIT_DIR/clusters"
   hpc_settle_job
+  hpc_plan_settle_job_side
   hpc_sweep_validate # a sweep makes its own commands (hpc_sweep_stage)
   if ! hpc_sweep_requested; then
     hpc_read_configs "${OPT_CONFIGS:-$source_dir/experiment_configurations.txt}"
@@ -200,74 +180,69 @@ prepare() {
   hpc_code_settle
   hpc_mail_settle
   hpc_debug_settle # --local, --interactive, --task, --port (local.sh)
+  ((OPT_LOCAL)) || hpc_wandb_key_settle
+  ! hpc_sweep_requested || hpc_sweep_stage
+  hpc_code_plan_snapshot
+  hpc_submission_paths "$stamp"
+  if hpc_blocks_several; then
+    hpc_blocks_chunks # one chunk per resource block's job, with its settings (blocks.sh)
+  else
+    hpc_plan_chunks
+  fi
+  hpc_debug_check_plan # --local: every task's chunk on one node
+  if ((OPT_DRY_RUN == 0 && OPT_LOCAL == 0)); then
+    command -v sbatch >/dev/null ||
+      HPC_DIE_STATUS=1 die "sbatch not found on PATH: run this on a Slurm login node, or start the local test cluster (bash tests/cluster/local_cluster.sh start, then eval \"\$(bash tests/cluster/local_cluster.sh env)\"), or preview with --dry-run"
+    # The Slurm version, --time within MaxTime, --gpu-type (each distinct request of the
+    # chunks: resource blocks); before anything waits.
+    hpc_plan_each_distinct "J_PARTITION J_TIME J_GPU_TYPE" hpc_blocks_cluster_check
+  fi
 }
 
 main() {
-  local source_dir stamp venv_job="" script_text
+  local source_dir stamp venv_job="" submitted=()
   # Until the first file is written, every refusal is of the user's input: exit 2.
   HPC_DIE_STATUS=2
   source_dir=${HPC_PROJECT_DIR:-$(cd -- "$HPC_TOOLKIT_DIR/.." && pwd -P)}
-  prepare "$source_dir" "$@"
+  printf -v stamp '%(%Y%m%d-%H%M%S)T-%s' -1 "$$"
+  prepare "$source_dir" "$stamp" "$@"
   if ((OPT_HELP)); then
     usage
     return 0
   fi
   lightning_requeue_note
   if ((OPT_LOCAL)); then
-    hpc_venv_check
+    hpc_plan_each_distinct J_VENV hpc_venv_check
     HPC_DIE_STATUS=1
-    hpc_staging_build
+    hpc_plan_each_distinct J_DATA_ARCHIVE hpc_staging_build
     hpc_local_run # its exit status is the job's
     return
   fi
-  if ((OPT_DRY_RUN == 0)) && ! command -v sbatch >/dev/null; then
-    HPC_DIE_STATUS=1 die "sbatch not found on PATH: run this on a Slurm login node, or start the local test cluster (bash tests/cluster/local_cluster.sh start, then eval \"\$(bash tests/cluster/local_cluster.sh env)\"), or preview with --dry-run"
-  fi
-
-  printf -v stamp '%(%Y%m%d-%H%M%S)T-%s' -1 "$$"
-  hpc_wandb_key_keep_out # before anything else could pass the key on
-  ! hpc_sweep_requested || hpc_sweep_stage
-  hpc_submission_paths "$stamp"
-  local split=0
-  if hpc_blocks_several; then
-    hpc_blocks_plan # one array per resource block's job (blocks.sh)
-    split=1
-  elif hpc_array_plan; then
-    split=1 # several arrays (MaxArraySize), or some lines only
-  fi
-
+  hpc_wandb_key_keep_out # before anything else could pass the key on (saved unless --dry-run)
   if ((OPT_DRY_RUN)); then
     ((OPT_SETUP_VENV == 0)) || hpc_venv_dry_run
     if hpc_blocks_several; then
       hpc_blocks_dry_run_note
-    elif ((split)); then
-      hpc_array_dry_run_note
+    else
+      hpc_plan_chunks_note
     fi
     print_dry_run
     return 0
   fi
 
-  # The Slurm version, --time within MaxTime, --gpu-type (each block's); before anything waits.
-  submit_checks
+  hpc_plan_each_distinct J_VENV hpc_venv_check
   if ((OPT_INTERACTIVE)); then
-    hpc_interactive_run "$stamp"
+    hpc_interactive_run
     return
   fi
   confirm_large_array "${#J_COMMANDS[@]}"
   HPC_DIE_STATUS=1 # from here on a failure is the machine's or Slurm's, not the input's
-  HPC_CODE_SOURCE_DIR=$J_SOURCE_DIR
   hpc_code_snapshot
-  hpc_blocks_several || hpc_staging_build # (a block's archive: with its array, arrays.sh)
+  hpc_plan_each_distinct J_DATA_ARCHIVE hpc_staging_build # each chunk's --data archive
   ((OPT_SETUP_VENV == 0)) || hpc_venv_submit_build venv_job
   ! hpc_sweep_requested || hpc_sweep_write # an offline sweep's folder, just before sbatch
-  if ((split)); then
-    hpc_array_submit "$venv_job"
-    hpc_array_print_submitted
-  else
-    script_text=$(hpc_plan_script)
-    hpc_submit "$script_text"$'\n' "$venv_job"
-    print_submitted
-  fi
+  hpc_submit_plan submitted "$venv_job"
+  hpc_print_submitted "${submitted[@]}"
   hpc_code_record
   ! hpc_sweep_requested || hpc_sweep_submitted
 }

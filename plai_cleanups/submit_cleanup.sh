@@ -51,6 +51,8 @@ fi
 source "$HPC_TOOLKIT_DIR/lib/hpc_lib.sh"
 # shellcheck source=hpc_files/lib/profile.sh
 source "$HPC_TOOLKIT_DIR/lib/profile.sh"
+# shellcheck source=hpc_files/lib/sbatch.sh
+source "$HPC_TOOLKIT_DIR/lib/sbatch.sh"
 
 # --- parse ------------------------------------------------------------------------------
 
@@ -232,21 +234,20 @@ queued_by_name_to() {
 
 # common_argv_to ARRAY NAME: the sbatch options every cleanup job has.
 common_argv_to() {
-  local -n _argv=$1
-  _argv=(sbatch --parsable "--job-name=$2" "--partition=$C_PARTITION" --nodes=1 --ntasks=1
+  local -n _opts=$1
+  _opts=("--job-name=$2" "--partition=$C_PARTITION" --nodes=1 --ntasks=1
     --cpus-per-task=1 "--mem=$C_MEM" "--time=$C_TIME" "--chdir=$C_LOG_DIR"
     "--output=$C_LOG" "--error=$C_LOG" --open-mode=append)
-  [[ -z $C_ACCOUNT ]] || _argv+=("--account=$C_ACCOUNT")
+  [[ -z $C_ACCOUNT ]] || _opts+=("--account=$C_ACCOUNT")
 }
 
-# sbatch_id ARGV...: run sbatch, print the job id; dies when it refuses.
+# sbatch_id ARG...: submit through hpc_sbatch (hpc_files/lib/sbatch.sh), print the job
+# id; dies when sbatch refuses.
 sbatch_id() {
-  local out rc=0
-  out=$("$@") || rc=$?
-  if ((rc != 0)) || [[ ! ${out%%;*} =~ ^[0-9]+$ ]]; then
-    die "sbatch did not accept the cleanup job (exit $rc${out:+, said: $out}): its message above says why"
-  fi
-  printf '%s\n' "${out%%;*}"
+  local id
+  hpc_sbatch id "$@" ||
+    die "sbatch did not accept the cleanup job ($HPC_SBATCH_SAID): its message above says why"
+  printf '%s\n' "$id"
 }
 
 # submit_node NODE QUEUED_MAP: one cleanup job pinned to NODE, unless one is queued there

@@ -56,6 +56,15 @@ hpc_run_exit_hooks_now() {
   done
 }
 
+# hpc_task_dirs: this task's checkpoint folder (and HPC_TASK_SUBDIR, for its results:
+# staging.sh), from the plan's HPC_EXP_DIR and HPC_TASK_SUBDIRS (an array's tasks each
+# have a task_<i> subfolder).
+hpc_task_dirs() {
+  HPC_TASK_SUBDIR=""
+  [[ $HPC_TASK_SUBDIRS != yes ]] || HPC_TASK_SUBDIR=/task_$HPC_TASK_INDEX
+  export HPC_CHECKPOINT_DIR=$HPC_EXP_DIR/checkpoints$HPC_TASK_SUBDIR
+}
+
 # hpc_job_begin: the task's identity, folders and command, and a header in the log.
 hpc_job_begin() {
   trap hpc_run_exit_hooks EXIT
@@ -64,13 +73,7 @@ hpc_job_begin() {
   export HPC_TASK_INDEX=$((${HPC_TASK_OFFSET:-0} + ${SLURM_ARRAY_TASK_ID:-0}))
   export HPC_NUM_TASKS=${SLURM_ARRAY_TASK_COUNT:-1}
   export HPC_RESTART_COUNT=${SLURM_RESTART_COUNT:-0}
-  export HPC_EXP_DIR=$scratch_dir/$exp_name
-  if [[ -n ${SLURM_ARRAY_TASK_ID:-} ]]; then
-    export HPC_CHECKPOINT_DIR=$HPC_EXP_DIR/checkpoints/task_$HPC_TASK_INDEX
-  else
-    export HPC_CHECKPOINT_DIR=$HPC_EXP_DIR/checkpoints
-  fi
-  export HPC_OUTPUT_DIR=$scratch_dir/hpc_outputs
+  hpc_task_dirs
   # Threaded libraries default to every core of the node; keep them to the job's share.
   export OMP_NUM_THREADS=${OMP_NUM_THREADS:-${SLURM_CPUS_PER_TASK:-1}}
   mkdir -p -- "$HPC_OUTPUT_DIR" "$HPC_CHECKPOINT_DIR" ||
@@ -164,12 +167,7 @@ hpc_run_command() {
 hpc_interactive_begin() {
   export HPC_TASK_INDEX=$((${HPC_TASK_OFFSET:-0} + ${HPC_INTERACTIVE_TASK:-0}))
   export HPC_NUM_TASKS=1 HPC_RESTART_COUNT=0
-  export HPC_EXP_DIR=$scratch_dir/$exp_name HPC_OUTPUT_DIR=$scratch_dir/hpc_outputs
-  if ((${HPC_INTERACTIVE_ARRAY:-0})); then
-    export HPC_CHECKPOINT_DIR=$HPC_EXP_DIR/checkpoints/task_$HPC_TASK_INDEX
-  else
-    export HPC_CHECKPOINT_DIR=$HPC_EXP_DIR/checkpoints
-  fi
+  hpc_task_dirs
   export OMP_NUM_THREADS=${OMP_NUM_THREADS:-${SLURM_CPUS_PER_TASK:-$HPC_CPUS_PER_TASK}}
   # srun inside the session: the allocation's CPUs per task, not the shell step's.
   export SRUN_CPUS_PER_TASK=$HPC_CPUS_PER_TASK

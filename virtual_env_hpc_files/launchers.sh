@@ -84,7 +84,8 @@ hpc_srun_tasks() {
 # hpc_lightning_requeue_hook: in a job that may requeue, Lightning's own SLURM
 # auto-requeue is replaced by hpc_toolkit's SlurmRequeue through a start-up hook on
 # PYTHONPATH (python_hooks/sitecustomize.py): it hangs in multi-process DDP.
-# HPC_LIGHTNING_HOOK=no (exported before submitting) leaves Lightning as it is.
+# HPC_LIGHTNING_HOOK=no (the plan's, from the submitting environment) leaves Lightning
+# as it is.
 hpc_lightning_requeue_hook() {
   local procs=$((HPC_NUM_NODES * HPC_PROCS_PER_NODE))
   if [[ ${HPC_REQUEUE:-yes} != yes ]]; then
@@ -97,43 +98,24 @@ hpc_lightning_requeue_hook() {
   hpc_log "Lightning: its built-in SLURM auto-requeue can hang in DDP; this job turns it off and adds hpc_toolkit's SlurmRequeue (checkpoint at a step boundary on every rank, then requeue) unless the script has one (HPC_LIGHTNING_HOOK=no: leave Lightning as it is)"
 }
 
-# lightning: one task per GPU (one per node on CPU); Lightning's SLURMEnvironment reads
-# the ranks from srun. The command is not rewritten.
+# lightning, script, torchrun: one srun step of HPC_TASKS_PER_NODE tasks per node, each
+# running the task's command as the plan wrote it (torchrun's line already rewritten at
+# submission: hpc_files/lib/count_args.sh), in HPC_SRUN_MODE (task_wrapper.sh): the shape
+# comes from HPC_LAUNCHER_TABLE (hpc_files/lib/resources.sh), through the batch script.
 hpc_launch_lightning() {
   hpc_distributed_env
   hpc_lightning_requeue_hook
-  hpc_srun_tasks "$HPC_TASKS_PER_NODE" plain "$HPC_COMMAND"
+  hpc_srun_tasks "$HPC_TASKS_PER_NODE" "$HPC_SRUN_MODE" "$HPC_COMMAND"
 }
 
-# script: every task runs the command with torch.distributed's variables set.
 hpc_launch_script() {
   hpc_distributed_env
-  hpc_srun_tasks "$HPC_TASKS_PER_NODE" ranks "$HPC_COMMAND"
+  hpc_srun_tasks "$HPC_TASKS_PER_NODE" "$HPC_SRUN_MODE" "$HPC_COMMAND"
 }
 
-# hpc_torchrun_command: the laptop line "python [-u] [-m] script args" as a torchrun line.
-hpc_torchrun_command() {
-  local line=$HPC_COMMAND env_prefix="" rest opts
-  local re='^[[:space:]]*(([A-Za-z_][A-Za-z0-9_]*=[^[:space:]]*[[:space:]]+)*)([^[:space:]]*/)?python[0-9.]*[[:space:]]+(-u[[:space:]]+)?(.*)$'
-  [[ $line =~ $re ]] || hpc_fail "the torchrun launcher runs 'python script.py args' lines; this one is not: $line"
-  env_prefix=${BASH_REMATCH[1]} rest=${BASH_REMATCH[5]}
-  [[ -z ${BASH_REMATCH[4]} ]] || env_prefix+="PYTHONUNBUFFERED=1 "
-  if ((HPC_NUM_NODES > 1)); then
-    opts="--nnodes=$HPC_NUM_NODES --nproc-per-node=$HPC_PROCS_PER_NODE --rdzv-backend=c10d"
-    opts+=" --rdzv-endpoint=$MASTER_ADDR:$MASTER_PORT --rdzv-id=hpc-${SLURM_JOB_ID:-0}"
-  else
-    opts="--standalone --nproc-per-node=$HPC_PROCS_PER_NODE"
-  fi
-  printf '%storchrun %s %s' "$env_prefix" "$opts" "$rest"
-}
-
-# torchrun: one task per node running torchrun, c10d rendezvous on the first node.
 hpc_launch_torchrun() {
   hpc_distributed_env
-  local cmd
-  cmd=$(hpc_torchrun_command) || return 1
-  hpc_log "torchrun command: $cmd"
-  hpc_srun_tasks 1 plain "$cmd"
+  hpc_srun_tasks "$HPC_TASKS_PER_NODE" "$HPC_SRUN_MODE" "$HPC_COMMAND"
 }
 
 # dask: a scheduler here (first node), one worker per node (threads = CPUs), then the
@@ -152,7 +134,7 @@ hpc_launch_dask() {
   sched_pid=$!
   # Through container.sh with or without an image: it sets each node's own $SLURM_TMPDIR.
   # shellcheck disable=SC2016 # expanded by the task's bash, on each node
-  srun --kill-on-bad-exit=1 --nodes="$HPC_NUM_NODES" --ntasks-per-node=1 bash "$HPC_CONTAINER_SH" bash -c \
+  srun --kill-on-bad-exit=1 --nodes="$HPC_NUM_NODES" --ntasks-per-node="$HPC_TASKS_PER_NODE" bash "$HPC_CONTAINER_SH" bash -c \
     'exec dask worker --scheduler-file "$1" --nthreads "$2" --nworkers 1 --name "$SLURMD_NODENAME" --local-directory "${SLURM_TMPDIR:-/tmp}"' \
     _ "$file" "$HPC_CPUS_PER_TASK" </dev/null >"$dir/workers-${SLURM_JOB_ID:-0}.log" 2>&1 &
   workers_pid=$!

@@ -140,11 +140,7 @@ _hpc_results_setup() {
   fi
   [[ $folder == /* ]] || folder=$SLURM_TMPDIR/$folder
   export HPC_RESULTS_DIR=$folder
-  if [[ -n ${SLURM_ARRAY_TASK_ID:-} ]]; then
-    export HPC_RESULTS_DEST=$HPC_EXP_DIR/results/task_$HPC_TASK_INDEX
-  else
-    export HPC_RESULTS_DEST=$HPC_EXP_DIR/results
-  fi
+  export HPC_RESULTS_DEST=$HPC_EXP_DIR/results${HPC_TASK_SUBDIR-}
   mkdir -p -- "$HPC_RESULTS_DIR" || hpc_fail "cannot create the results folder $HPC_RESULTS_DIR"
   HPC_EXIT_HOOKS+=(hpc_results_final)
   local every=""

@@ -5,9 +5,9 @@
 # them but never evaluated, parsed by the command line's parser (options.sh) and judged
 # by the same code (validate.sh, staging.sh, container.sh), with the file and line named
 # in every refusal. Commands whose settled job is the same form one group, whichever
-# blocks they come from; each group is submitted as an array of its commands' own indices
-# (arrays.sh's subsets: HPC_TASK_INDEX, logs and results keep the line's index), all
-# groups in one submission.
+# blocks they come from; each group is one chunk of the plan (plan.sh; several past
+# MaxArraySize: arrays.sh) that runs its commands' own indices, with the group's settings
+# as the chunk's NAME=VALUE fields; all chunks go in as one submission (submit.sh).
 
 # The options a directive may set (those that shape one job), as the parser spells them.
 HPC_BLOCK_OPTION_NAMES=" -g --gpus --gpu-type -c --cpus -m --mem --mem-per-gpu -t --time -N --num-nodes --nodes -d --which-distributed -A --account -p --partition --procs-per-node --sbatch-option --data -s --singularity-container --container-to-local "
@@ -21,7 +21,13 @@ HPC_BLOCK_OPTION_LISTS=(OPT_SBATCH_OPTIONS OPT_DATA)
 HPC_BLOCK_KEY_VARS=(J_LAUNCHER J_NODES J_GPUS J_GPU_TYPE J_PROCS_PER_NODE J_TASKS_PER_NODE
   J_CPUS J_CPUS_PER_TASK J_MEM J_MEM_PER_GPU J_TIME J_ACCOUNT J_PARTITION J_SIGNAL_GRACE
   J_CONTAINER J_CONTAINER_TO_LOCAL J_VENV)
-HPC_BLOCK_SEP=$'\x1f' # configs.sh refuses control characters: never inside a value
+# What a group's chunk carries (plan.sh: a chunk's settings), when it differs from the plan's
+# (the first group's): every J_* a directive can change, and the two lists.
+HPC_BLOCK_PLAN_VARS=("${HPC_BLOCK_KEY_VARS[@]}" J_SRUN_MODE J_MAX_RESTARTS J_REQUEUE
+  J_DATA_ARCHIVE J_DATA_BYTES J_DATA_ENTRIES J_DATA_SHA J_DATA_KEY J_DATA_STATE J_DATA_JOBS
+  J_DATA_SIZE)
+HPC_BLOCK_SEP=$'\x1f' # configs.sh refuses control characters: never inside a value; also
+# the item end of a chunk's list setting (plan.sh)
 
 # hpc_blocks_present: the configs file holds at least one directive.
 hpc_blocks_present() { [[ -v J_DIRECTIVES[1] ]]; }
@@ -208,12 +214,12 @@ hpc_ranges_to() {
 # hpc_blocks_settle: judge every directive (each one's options as the command line's are
 # judged, the file and line named), then group the blocks by their settled job: sets
 # J_GROUP_COUNT, J_GROUP_BLOCK (each group's first block), J_GROUP_BLOCKS (its blocks),
-# J_GROUP_RANGES (its commands' indices, "0-399 900-999"), J_GROUP_REQUEST (its partition,
-# time and GPU type, for hpc_blocks_submit_checks) and J_BLOCK_GROUP; the launcher's
-# checks and --nodes-arg/--devices-arg apply per block. Leaves the first group's job
-# settled. Writes nothing.
+# J_GROUP_RANGES (its commands' indices, "0-399 900-999"), J_GROUP_SETTINGS (its settled
+# job as chunk fields, for hpc_blocks_chunks) and J_BLOCK_GROUP; the launcher's checks,
+# --nodes-arg/--devices-arg and the torchrun rewrite apply per block. Leaves the first
+# group's job settled: the plan's. Writes nothing.
 hpc_blocks_settle() {
-  local b g k key lo hi n=${#J_DIRECTIVES[@]}
+  local b g k key lo hi settings n=${#J_DIRECTIVES[@]}
   local -A group_of=()
   local -a tasks
   HPC_BLOCKS_VENV=$J_VENV
@@ -224,8 +230,7 @@ hpc_blocks_settle() {
     _blocks_parse "$b"
   done
   HPC_DIE_CONTEXT=""
-  J_GROUP_BLOCK=() J_GROUP_BLOCKS=() J_GROUP_RANGES=() J_BLOCK_GROUP=() J_GROUP_REQUEST=()
-  HPC_BLOCKS_IN_VENV=""
+  J_GROUP_BLOCK=() J_GROUP_BLOCKS=() J_GROUP_RANGES=() J_BLOCK_GROUP=() J_GROUP_SETTINGS=()
   for ((b = 0; b < n; b++)); do
     hpc_blocks_use_block "$b" # every directive is judged, even one above no command
     lo=${J_BLOCK_FIRST[b]} hi=$((${J_BLOCK_FIRST[b + 1]:-${#J_COMMANDS[@]}} - 1))
@@ -234,8 +239,8 @@ hpc_blocks_settle() {
     if [[ -z ${group_of[$key]:-} ]]; then
       group_of[$key]=${#J_GROUP_BLOCK[@]}
       J_GROUP_BLOCK+=("$b") J_GROUP_BLOCKS+=("") J_GROUP_RANGES+=("")
-      J_GROUP_REQUEST+=("$J_PARTITION$HPC_BLOCK_SEP$J_TIME$HPC_BLOCK_SEP$J_GPU_TYPE")
-      [[ $J_VENV == none ]] || HPC_BLOCKS_IN_VENV=1
+      _blocks_settings_to settings
+      J_GROUP_SETTINGS+=("$settings")
     fi
     g=${group_of[$key]}
     J_GROUP=$g # the job settled now is group g's (the same key)
@@ -250,35 +255,60 @@ hpc_blocks_settle() {
     ((b == 0)) || _blocks_where_to HPC_DIE_CONTEXT "$b"
     hpc_validate_commands "${tasks[@]}"
     hpc_add_count_args "${tasks[@]}"
+    hpc_torchrun_commands "${tasks[@]}"
     HPC_DIE_CONTEXT=""
   done
   J_GROUP_COUNT=${#J_GROUP_BLOCK[@]}
   hpc_blocks_use_group 0 # the first group's job, as the rest of the submission expects
 }
 
-# hpc_blocks_plan: J_ARRAY_CHUNKS for every group, in order: each group's commands as a
-# subset of the lines (arrays.sh, also split at MaxArraySize), tagged with the group.
-hpc_blocks_plan() {
-  local g entry max r count spec last
-  local -a all=()
-  hpc_check_task_count "${#J_COMMANDS[@]}" "the submission"
-  hpc_max_array_size_to max
+# _blocks_join_to VAR ARRAY: the items of ARRAY, each ended by HPC_BLOCK_SEP ("" for none).
+_blocks_join_to() {
+  local -n _joined=$1 _items=$2
+  _joined=""
+  ((${#_items[@]} == 0)) || printf -v _joined "%s$HPC_BLOCK_SEP" "${_items[@]}"
+}
+
+# _blocks_settings_to VAR: the settled job as chunk fields (plan.sh), tab-separated:
+# NAME=VALUE for HPC_BLOCK_PLAN_VARS, NAME[]=ITEMS for the lists.
+_blocks_settings_to() {
+  local -n _settings=$1
+  local var joined
+  _settings=""
+  for var in "${HPC_BLOCK_PLAN_VARS[@]}"; do
+    _settings+=${_settings:+$'\t'}$var=${!var-}
+  done
+  for var in J_SBATCH_OPTIONS J_DATA; do
+    _blocks_join_to joined "$var"
+    _settings+=$'\t'${var}[]=$joined
+  done
+}
+
+# hpc_blocks_chunks: J_CHUNKS for every group in order: each group's commands as a subset of
+# the lines (arrays.sh's windows of MaxArraySize), with the group's settings that differ
+# from the plan's as the chunk's fields; J_CHUNK_GROUP: each chunk's group.
+hpc_blocks_chunks() {
+  local g k field name extra joined
+  local -a all=() groups=() fields
   for ((g = 0; g < J_GROUP_COUNT; g++)); do
-    last=${J_GROUP_RANGES[g]##*[ -]}
-    if ((last < max)); then
-      # Every index fits: one array of the group's own indices (what arrays.sh would make).
-      count=0 spec=${J_GROUP_RANGES[g]// /,}
-      for r in ${J_GROUP_RANGES[g]}; do count=$((count + ${r#*-} - ${r%-*} + 1)); done
-      all+=("0"$'\t'"$spec"$'\t'"$count"$'\t'"$spec"$'\t'"$g")
-      continue
-    fi
+    extra=""
+    IFS=$'\t' read -r -a fields <<<"${J_GROUP_SETTINGS[g]}"
+    for field in "${fields[@]}"; do
+      name=${field%%=*}
+      if [[ $name == *'[]' ]]; then
+        _blocks_join_to joined "${name%'[]'}"
+      else
+        joined=${!name-}
+      fi
+      [[ $joined == "${field#*=}" ]] || extra+=$'\t'$field
+    done
     J_ARRAY_RANGES=${J_GROUP_RANGES[g]}
-    hpc_array_plan || true
-    for entry in "${J_ARRAY_CHUNKS[@]}"; do
-      all+=("$entry"$'\t'"$g")
+    hpc_plan_chunks
+    for k in "${!J_CHUNKS[@]}"; do
+      all+=("${J_CHUNKS[k]}$extra") groups+=("$g")
     done
   done
-  J_ARRAY_RANGES="" J_ARRAY_CHUNKS=("${all[@]}") J_MAX_ARRAY_SIZE=$max
+  J_ARRAY_RANGES="" J_CHUNKS=("${all[@]}") J_CHUNK_GROUP=("${groups[@]}")
 }
 
 # _blocks_origin_to VAR G: where group G's options come from, for a person.
@@ -298,64 +328,46 @@ _blocks_origin_to() {
   done
 }
 
-# hpc_blocks_dry_run_note: what --dry-run shows of the groups: for each array, which
-# commands (task indices and the configs file's lines) and whose options, its sbatch
-# command line and #SBATCH lines. Leaves the first array's job settled for the rest.
+# hpc_blocks_dry_run_note: what --dry-run shows of the groups: for each chunk (array),
+# which commands (task indices and the configs file's lines) and whose options, its sbatch
+# command line and #SBATCH lines. Reads the plan, changes nothing.
 hpc_blocks_dry_run_note() {
-  local entry offset spec count tasks group k=0 origin line base=${J_SCRIPT_PATH%.sbatch}
-  local -a lines task_list argv
-  local t i dep lineset
+  local k t i line lineset origin venv_job="" prev
+  local -a f lines task_list args argv
+  ((OPT_SETUP_VENV == 0)) || venv_job="<venv job id>"
   printf '# Submitted as %d array(s), one per set of options (#hpc: lines of %s), in one\n' \
-    "${#J_ARRAY_CHUNKS[@]}" "$J_CONFIGS_FILE"
+    "${#J_CHUNKS[@]}" "$J_CONFIGS_FILE"
   printf '# submission; every command keeps its index (HPC_TASK_INDEX). The script shown in\n# full is the first.\n'
-  for entry in "${J_ARRAY_CHUNKS[@]}"; do
-    IFS=$'\t' read -r offset spec count tasks group <<<"$entry"
-    ((++k))
-    hpc_array_use_chunk "$entry"
-    _blocks_origin_to origin "$group"
+  for k in "${!J_CHUNKS[@]}"; do
+    hpc_plan_chunk_to f "$k"
+    _blocks_origin_to origin "${J_CHUNK_GROUP[k]}"
     lines=()
-    IFS=, read -r -a task_list <<<"$tasks"
+    IFS=, read -r -a task_list <<<"${f[0]}"
     for t in "${task_list[@]}"; do
-      if [[ $t == *-* ]]; then
-        for ((i = ${t%-*}; i <= ${t#*-}; i++)); do lines+=("${J_COMMAND_LINES[i]}"); done
-      else
-        lines+=("${J_COMMAND_LINES[t]}")
-      fi
+      for ((i = ${t%-*}; i <= ${t#*-}; i++)); do lines+=("${J_COMMAND_LINES[i]}"); done
     done
     hpc_ranges_to lineset "${lines[@]}"
     printf '\n# ---- array %d: %d task(s) %s (configs file line(s) %s); %s\n' \
-      "$k" "$count" "$tasks" "${lineset// /,}" "$origin"
-    J_SCRIPT_PATH=$base-part$k.sbatch
-    argv=(sbatch --parsable) dep=""
-    ((OPT_SETUP_VENV == 0)) || dep="afterok:<venv job id>"
-    [[ -z $J_MAX_PARALLEL ]] || ((k == 1)) || dep+="${dep:+,}afterany:<array $((k - 1))>"
-    [[ -z $dep ]] || argv+=("--dependency=$dep" --kill-on-invalid-dep=yes)
-    printf -v line '%q ' "${argv[@]}" "$J_SCRIPT_PATH"
+      $((k + 1)) "${#lines[@]}" "${f[0]}" "${lineset// /,}" "$origin"
+    prev=""
+    ((k == 0)) || prev="<array $k>"
+    hpc_plan_sbatch_args_to args "$k" "$venv_job" "$prev"
+    hpc_sbatch_argv_to argv "${args[@]}"
+    printf -v line '%q ' "${argv[@]}"
     printf '%s\n' "${line% }"
-    hpc_plan_script | grep '^#SBATCH '
+    hpc_plan_script "$k" | grep '^#SBATCH '
   done
-  hpc_array_use_chunk "${J_ARRAY_CHUNKS[0]}"
-  J_SCRIPT_PATH=$base-part1.sbatch
   printf '\n'
 }
 
-# hpc_blocks_submit_checks: the checks against the cluster (cluster.sh: the Slurm version,
-# --time within the partition's MaxTime, --gpu-type) for each group's request, each
-# distinct one once, a refusal naming the group's first directive; then the venv, if a
-# group runs in it. Reads what hpc_blocks_settle recorded: no group is settled again.
-hpc_blocks_submit_checks() {
-  local g b seen="" J_PARTITION J_TIME J_GPU_TYPE J_VENV
-  for ((g = 0; g < J_GROUP_COUNT; g++)); do
-    [[ $seen != *"|${J_GROUP_REQUEST[g]}|"* ]] || continue
-    seen+="|${J_GROUP_REQUEST[g]}|"
-    # (local: the checks see this group's request, the settled job stays as it is)
-    IFS=$HPC_BLOCK_SEP read -r J_PARTITION J_TIME J_GPU_TYPE <<<"${J_GROUP_REQUEST[g]}"
-    b=${J_GROUP_BLOCK[g]}
+# hpc_blocks_cluster_check: the checks against the cluster (cluster.sh: the Slurm version,
+# --time within the partition's MaxTime, --gpu-type) for the request of the chunk in force
+# (hpc_plan_each_distinct), a refusal naming its group's first directive.
+hpc_blocks_cluster_check() {
+  local HPC_DIE_CONTEXT="" b
+  if hpc_blocks_several; then
+    b=${J_GROUP_BLOCK[J_CHUNK_GROUP[HPC_PLAN_CHUNK]]}
     ((b == 0)) || _blocks_where_to HPC_DIE_CONTEXT "$b"
-    hpc_cluster_check
-    HPC_DIE_CONTEXT=""
-  done
-  [[ -n $HPC_BLOCKS_IN_VENV ]] || return 0
-  J_VENV=$HPC_BLOCKS_VENV
-  hpc_venv_check
+  fi
+  hpc_cluster_check
 }

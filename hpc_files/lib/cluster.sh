@@ -25,7 +25,7 @@ _hpc_refuse() {
 hpc_cluster_version() {
   [[ -z ${J_SLURM_VERSION:-} ]] || return 0
   local out=""
-  out=$(sbatch --version 2>&1) || die "'sbatch --version' failed (${out:-no output}): is this a Slurm login node?"
+  hpc_sbatch_version_to out || die "'sbatch --version' failed (${out:-no output}): is this a Slurm login node?"
   hpc_slurm_version_parse_to J_SLURM_VERSION "$out"
   [[ -n $J_SLURM_VERSION ]] ||
     _hpc_refuse "could not read Slurm's version from 'sbatch --version' (it said: ${out:-nothing}); the toolkit needs Slurm $HPC_SLURM_MIN_VERSION or newer"

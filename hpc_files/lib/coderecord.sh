@@ -9,7 +9,7 @@
 
 # hpc_code_settle: J_GIT_COMMIT and J_GIT_BRANCH ("" outside git); --snapshot needs git.
 hpc_code_settle() {
-  J_GIT_COMMIT="" J_GIT_BRANCH="" J_SNAPSHOT_DIR=""
+  J_GIT_COMMIT="" J_GIT_BRANCH="" J_SNAPSHOT_DIR="" J_SNAPSHOT_TREE=""
   if command -v git >/dev/null && git -C "$J_SOURCE_DIR" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
     J_GIT_COMMIT=$(git -C "$J_SOURCE_DIR" rev-parse --verify -q HEAD 2>/dev/null) || J_GIT_COMMIT=""
     J_GIT_BRANCH=$(git -C "$J_SOURCE_DIR" symbolic-ref -q --short HEAD 2>/dev/null) || J_GIT_BRANCH="(detached)"
@@ -21,19 +21,28 @@ hpc_code_settle() {
   fi
 }
 
-# hpc_code_snapshot: with --snapshot, copy the tracked files (working-tree contents) once
-# per distinct content, and run the job from there (J_SOURCE_DIR).
+# hpc_code_plan_snapshot: with --snapshot, the folder the job runs from (J_SOURCE_DIR):
+# one per distinct content of the tracked files (working-tree contents), named by their
+# git tree. Part of the plan: named here, copied by hpc_code_snapshot just before sbatch.
+hpc_code_plan_snapshot() {
+  ((OPT_SNAPSHOT)) || return 0
+  local stash tree
+  # A commit of the working tree's tracked files (HEAD's own when nothing changed).
+  stash=$(git -C "$J_PROJECT_DIR" stash create 2>/dev/null) || stash=""
+  tree=$(git -C "$J_PROJECT_DIR" rev-parse "${stash:-HEAD}^{tree}") || die "git could not name the project's files for --snapshot"
+  J_SNAPSHOT_TREE=$tree
+  J_SNAPSHOT_DIR=$J_SCRATCH_DIR/hpc_outputs/snapshots/$tree
+  J_SOURCE_DIR=$J_SNAPSHOT_DIR
+}
+
+# hpc_code_snapshot: with --snapshot, copy the tracked files to J_SNAPSHOT_DIR once.
 hpc_code_snapshot() {
   ((OPT_SNAPSHOT)) || return 0
-  local src=$J_SOURCE_DIR stash tree dir tmp part
-  # A commit of the working tree's tracked files (HEAD's own when nothing changed).
-  stash=$(git -C "$src" stash create 2>/dev/null) || stash=""
-  tree=$(git -C "$src" rev-parse "${stash:-HEAD}^{tree}") || die "git could not name the project's files for --snapshot"
-  dir=$J_SCRATCH_DIR/hpc_outputs/snapshots/$tree
+  local src=$J_PROJECT_DIR dir=$J_SNAPSHOT_DIR tmp part
   if [[ ! -d $dir ]]; then
     mkdir -p -- "${dir%/*}" || die "cannot create ${dir%/*}"
     tmp=$dir.tmp.$$
-    if ! mkdir -p -- "$tmp" || ! git -C "$src" archive --format=tar "$tree" | tar -x -C "$tmp"; then
+    if ! mkdir -p -- "$tmp" || ! git -C "$src" archive --format=tar "$J_SNAPSHOT_TREE" | tar -x -C "$tmp"; then
       rm -rf -- "$tmp"
       die "could not copy the project's tracked files to $dir for --snapshot"
     fi
@@ -43,16 +52,14 @@ hpc_code_snapshot() {
     done
     mv -T -- "$tmp" "$dir" 2>/dev/null || rm -rf -- "$tmp" # another submission made it first
   fi
-  J_SNAPSHOT_DIR=$dir
-  J_SOURCE_DIR=$dir
   say "snapshot: the job runs the project's tracked files as copied to $dir"
 }
 
 # hpc_code_record: after a successful submission, the .git and .diff files beside it.
 hpc_code_record() {
   [[ -n $J_GIT_COMMIT ]] || return 0
-  # The project's own folder, also with --snapshot (main keeps it in HPC_CODE_SOURCE_DIR).
-  local src=${HPC_CODE_SOURCE_DIR:-$J_SOURCE_DIR} base=${J_COMMANDS_PATH%.commands} text diff untracked
+  # The project's own folder, also with --snapshot.
+  local src=$J_PROJECT_DIR base=${J_COMMANDS_PATH%.commands} text diff untracked
   diff=$(git -C "$src" diff HEAD 2>/dev/null) || diff=""
   untracked=$(git -C "$src" ls-files --others --exclude-standard 2>/dev/null) || untracked=""
   printf -v text 'commit: %s\nbranch: %s\nproject: %s\nsnapshot: %s\nuncommitted changes: %s\nuntracked files:\n%s' \

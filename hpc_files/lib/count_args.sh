@@ -3,6 +3,9 @@
 # command, where the program's own arguments end (before a '# comment', a ';', '&&', '|'
 # ...), not after the line's raw text, which a comment or a second command would swallow.
 # Done at submission: the commands file, --dry-run and the job all hold the final command.
+# Then, for the torchrun launcher, each 'python script.py args' line becomes the torchrun
+# line the job runs (hpc_torchrun_commands); what only the job knows (the rendezvous
+# address, the job id) stays a shell variable that the task's bash expands.
 
 # Command words that only prepare the program's run; the arguments go to the program after
 # them (cd data && python train.py: to python).
@@ -115,4 +118,41 @@ _count_args_command_word_to() {
   done
   [[ $seg =~ ^[[:space:]]*([^[:space:]]+) ]] && _w=${BASH_REMATCH[1]}
   return 0
+}
+
+# hpc_torchrun_line_to VAR LINE: LINE, a laptop line "[VAR=x ...] python [-u] script.py
+# args" or "... python [-u] -m module args", as the torchrun line of this plan's shape
+# (J_NODES x J_PROCS_PER_NODE). Returns 1 when LINE has not that form. The one parser of
+# the form: validate.sh checks the lines with it, hpc_torchrun_commands rewrites them.
+hpc_torchrun_line_to() {
+  local -n _tr=$1
+  local re='^[[:space:]]*(([A-Za-z_][A-Za-z0-9_]*=[^[:space:]]*[[:space:]]+)*)([^[:space:]]*/)?python[0-9.]*[[:space:]]+(-u[[:space:]]+)?((-m[[:space:]]|[^-[:space:]]).*)$'
+  local env_prefix rest opts
+  [[ $2 =~ $re ]] || return 1
+  env_prefix=${BASH_REMATCH[1]} rest=${BASH_REMATCH[5]}
+  [[ -z ${BASH_REMATCH[4]} ]] || env_prefix+="PYTHONUNBUFFERED=1 "
+  if ((J_NODES > 1)); then
+    # shellcheck disable=SC2016 # expanded by the job's tasks: the first node's address
+    opts="--nnodes=$J_NODES --nproc-per-node=$J_PROCS_PER_NODE --rdzv-backend=c10d"
+    # shellcheck disable=SC2016
+    opts+=' --rdzv-endpoint=$MASTER_ADDR:$MASTER_PORT --rdzv-id=hpc-$SLURM_JOB_ID'
+  else
+    opts="--standalone --nproc-per-node=$J_PROCS_PER_NODE"
+  fi
+  _tr="${env_prefix}torchrun $opts $rest"
+}
+
+# hpc_torchrun_commands [INDEX...]: with the torchrun launcher, every J_COMMANDS line (the
+# lines INDEX... only: a resource block's, blocks.sh) as its torchrun line (after the count
+# arguments, which go to the script).
+hpc_torchrun_commands() {
+  [[ $J_LAUNCHER == torchrun ]] || return 0
+  local k out
+  local -a which=("$@")
+  (($#)) || which=("${!J_COMMANDS[@]}")
+  for k in "${which[@]}"; do
+    hpc_torchrun_line_to out "${J_COMMANDS[k]}" ||
+      die "command $((k + 1)) is not 'python script.py ...' or 'python -m module ...', which the torchrun launcher turns into 'torchrun ... script.py ...': ${J_COMMANDS[k]}"
+    J_COMMANDS[k]=$out
+  done
 }

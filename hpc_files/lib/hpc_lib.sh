@@ -39,6 +39,32 @@ warn() {
   printf '%s: warning: %s\n' "$HPC_PROG" "$*" >&2
 }
 
+# The one EXIT trap of the submitting side: what a submission wrote before it stopped (a
+# die, Ctrl-C) goes. hpc_remove_at_exit PATH... lists files or folders to remove should
+# the script exit now; hpc_keep_at_exit PATH... takes them off again once they may stay.
+HPC_AT_EXIT_PATHS=()
+hpc_remove_at_exit() {
+  HPC_AT_EXIT_PATHS+=("$@")
+  trap _hpc_at_exit EXIT
+}
+
+hpc_keep_at_exit() {
+  local keep path left=()
+  for path in "${HPC_AT_EXIT_PATHS[@]}"; do
+    for keep; do
+      [[ $path != "$keep" ]] || continue 2
+    done
+    left+=("$path")
+  done
+  HPC_AT_EXIT_PATHS=("${left[@]}")
+}
+
+_hpc_at_exit() {
+  local rc=$?
+  ((${#HPC_AT_EXIT_PATHS[@]} == 0)) || rm -rf -- "${HPC_AT_EXIT_PATHS[@]}"
+  exit "$rc"
+}
+
 # say MESSAGE...: progress for a person; silent under HPC_QUIET=1.
 say() {
   [[ ${HPC_QUIET:-0} == 1 ]] || printf '%s\n' "$*" >&2

@@ -47,27 +47,46 @@ hpc_debug_settle() {
     local i
     for ((i = 0; i < n; i++)); do J_DEBUG_TASKS+=("$i"); done
   fi
-  ! hpc_blocks_several || _hpc_debug_blocks
 }
 
-# _hpc_debug_blocks: with resource blocks (blocks.sh) each task runs with its own block's
-# job; --local cannot run a block of several nodes. Leaves the first task's job settled.
-_hpc_debug_blocks() {
-  local i
+# hpc_debug_check_plan: --local runs each task with its chunk's job (resource blocks:
+# blocks.sh); a task whose block needs several nodes cannot run on this machine.
+hpc_debug_check_plan() {
+  ((OPT_LOCAL)) || return 0
+  local i k
   for i in "${J_DEBUG_TASKS[@]}"; do
-    hpc_blocks_use_group "${J_BLOCK_GROUP[J_COMMAND_BLOCKS[i]]}"
-    ((OPT_LOCAL == 0 || J_NODES == 1)) ||
-      die "--local runs on this machine, which is one node; task $i (line ${J_COMMAND_LINES[i]} of the configs file) is in a resource block of --num-nodes $J_NODES: choose the tasks of one-node blocks with --task I, or use --interactive --task $i"
+    hpc_plan_chunk_of_to k "$i"
+    hpc_plan_with_chunk "$k" _hpc_debug_one_node "$i"
   done
-  hpc_blocks_use_group "${J_BLOCK_GROUP[J_COMMAND_BLOCKS[J_DEBUG_TASKS[0]]]}"
 }
 
-# _hpc_debug_files DIR: the batch script and commands file of this run, in DIR.
-_hpc_debug_files() {
-  local dir=$1 commands_text
-  J_SCRIPT_PATH=$dir/$J_EXP_NAME.sbatch J_COMMANDS_PATH=$dir/$J_EXP_NAME.commands
-  printf -v commands_text '%s\n' "${J_COMMANDS[@]}"
-  _write_atomic "$J_COMMANDS_PATH" "$commands_text"
+_hpc_debug_one_node() {
+  ((J_NODES == 1)) ||
+    die "--local runs on this machine, which is one node; task $1 (line ${J_COMMAND_LINES[$1]} of the configs file) is in a resource block of --num-nodes $J_NODES: choose the tasks of one-node blocks with --task I, or use --interactive --task $1"
+}
+
+# _hpc_local_task I TMP SCRIPT STUBS HOST: (in a subshell, with task I's chunk in force) run
+# SCRIPT as array task I of a one-node Slurm job on HOST.
+_hpc_local_task() {
+  local i=$1 tmp=$2 n=${#J_COMMANDS[@]} v
+  local -a f
+  hpc_plan_chunk_to f "$HPC_PLAN_CHUNK"
+  # Nothing of an enclosing Slurm job (or the user's shell) leaks into the local one.
+  while IFS= read -r v; do unset "$v"; done < <(compgen -e | grep -E '^(SLURM_|SLURMD_|SBATCH_|SRUN_|SALLOC_)' | grep -vx SLURM_CONF)
+  export SLURM_JOB_ID=local-$$ SLURM_JOBID=local-$$ SLURM_JOB_NAME=$J_EXP_NAME
+  export SLURM_NNODES=1 SLURM_JOB_NUM_NODES=1 SLURM_JOB_NODELIST=$5 SLURM_NODELIST=$5
+  export SLURMD_NODENAME=$5 SLURM_NODEID=0 SLURM_PROCID=0 SLURM_LOCALID=0
+  export SLURM_CPUS_PER_TASK=$J_CPUS_PER_TASK SLURM_NTASKS_PER_NODE=$J_TASKS_PER_NODE
+  export SLURM_NTASKS=$J_TASKS_PER_NODE SLURM_JOB_CPUS_PER_NODE=$J_CPUS SLURM_CPUS_ON_NODE=$J_CPUS
+  export SLURM_SUBMIT_DIR=$PWD SLURM_SUBMIT_HOST=$5 SLURM_CLUSTER_NAME=local
+  export SLURM_TMPDIR=$tmp HPC_LOCAL_RUN=1 HPC_PREEMPT_WATCH=no
+  if ((n > 1)); then
+    # The chunk's array index: its script adds HPC_TASK_OFFSET back.
+    export SLURM_ARRAY_JOB_ID=local-$$ SLURM_ARRAY_TASK_ID=$((i - f[1])) SLURM_ARRAY_TASK_COUNT=$n
+    export SLURM_ARRAY_TASK_MIN=0 SLURM_ARRAY_TASK_MAX=$((n - 1))
+  fi
+  export PATH=$4:$PATH
+  cd -- "$J_SOURCE_DIR" && exec bash "$3" </dev/null
 }
 
 # hpc_local_run: run the batch script here, each chosen task in the foreground, with the
@@ -75,41 +94,25 @@ _hpc_debug_files() {
 # Returns the first failing task's exit code, else 0.
 hpc_local_run() {
   local run_dir stubs=$J_SOURCE_DIR/virtual_env_hpc_files/local_slurm host n=${#J_COMMANDS[@]}
-  local i rc first_rc=0 tmp t0 failed=0 interrupted=0
+  local i k script rc first_rc=0 tmp t0 failed=0 interrupted=0
   [[ -x $stubs/srun ]] || die "$stubs/srun is missing: reinstall the toolkit (bash hpc_files/install_into_project.sh .)"
   host=$(hostname 2>/dev/null || uname -n)
   run_dir=$(mktemp -d "${TMPDIR:-/tmp}/hpc_local.XXXXXX") || die "cannot make a folder under ${TMPDIR:-/tmp}"
-  _hpc_debug_files "$run_dir"
-  _write_atomic "$J_SCRIPT_PATH" "$(hpc_plan_script)"$'\n'
+  # The plan's files, in this run's folder: locals over the plan's paths, the plan unchanged.
+  local J_SCRIPT_PATH=$run_dir/$J_EXP_NAME.sbatch J_COMMANDS_PATH=$run_dir/$J_EXP_NAME.commands commands_text
+  printf -v commands_text '%s\n' "${J_COMMANDS[@]}"
+  _write_atomic "$J_COMMANDS_PATH" "$commands_text"
   say "local run (no Slurm): ${#J_DEBUG_TASKS[@]} of $n task(s) on $host, launcher $J_LAUNCHER (the batch script as --dry-run prints it)"
   trap 'interrupted=1' INT
   for i in "${J_DEBUG_TASKS[@]}"; do
     tmp=$(mktemp -d "${TMPDIR:-/tmp}/hpc_local_tmpdir.XXXXXX") || die "cannot make a local scratch folder under ${TMPDIR:-/tmp}"
-    if hpc_blocks_several && [[ ${J_BLOCK_GROUP[J_COMMAND_BLOCKS[i]]} != "$J_GROUP" ]]; then
-      # This task's resource block: its own job (blocks.sh), its own batch script.
-      hpc_blocks_use_group "${J_BLOCK_GROUP[J_COMMAND_BLOCKS[i]]}"
-      hpc_staging_build
-      _write_atomic "$J_SCRIPT_PATH" "$(hpc_plan_script)"$'\n'
-    fi
+    # The task's chunk (a resource block's has its own job: blocks.sh), its batch script.
+    hpc_plan_chunk_of_to k "$i"
+    hpc_plan_script_path_to script "$k"
+    [[ -e $script ]] || _write_atomic "$script" "$(hpc_plan_script "$k")"$'\n'
     say "---- task $i (line $((i + 1))): ${J_COMMANDS[i]}"
     t0=$SECONDS rc=0
-    (
-      # Nothing of an enclosing Slurm job (or the user's shell) leaks into the local one.
-      while IFS= read -r v; do unset "$v"; done < <(compgen -e | grep -E '^(SLURM_|SLURMD_|SBATCH_|SRUN_|SALLOC_)' | grep -vx SLURM_CONF)
-      export SLURM_JOB_ID=local-$$ SLURM_JOBID=local-$$ SLURM_JOB_NAME=$J_EXP_NAME
-      export SLURM_NNODES=1 SLURM_JOB_NUM_NODES=1 SLURM_JOB_NODELIST=$host SLURM_NODELIST=$host
-      export SLURMD_NODENAME=$host SLURM_NODEID=0 SLURM_PROCID=0 SLURM_LOCALID=0
-      export SLURM_CPUS_PER_TASK=$J_CPUS_PER_TASK SLURM_NTASKS_PER_NODE=$J_TASKS_PER_NODE
-      export SLURM_NTASKS=$J_TASKS_PER_NODE SLURM_JOB_CPUS_PER_NODE=$J_CPUS SLURM_CPUS_ON_NODE=$J_CPUS
-      export SLURM_SUBMIT_DIR=$PWD SLURM_SUBMIT_HOST=$host SLURM_CLUSTER_NAME=local
-      export SLURM_TMPDIR=$tmp HPC_LOCAL_RUN=1 HPC_PREEMPT_WATCH=no
-      if ((n > 1)); then
-        export SLURM_ARRAY_JOB_ID=local-$$ SLURM_ARRAY_TASK_ID=$i SLURM_ARRAY_TASK_COUNT=$n
-        export SLURM_ARRAY_TASK_MIN=0 SLURM_ARRAY_TASK_MAX=$((n - 1))
-      fi
-      export PATH=$stubs:$PATH
-      cd -- "$J_SOURCE_DIR" && exec bash "$J_SCRIPT_PATH" </dev/null
-    ) || rc=$?
+    (hpc_plan_with_chunk "$k" _hpc_local_task "$i" "$tmp" "$script" "$stubs" "$host") || rc=$?
     rm -rf -- "$tmp"
     say "---- task $i (line $((i + 1))): exit code $rc after $((SECONDS - t0)) s"
     if ((rc != 0)); then
@@ -149,21 +152,26 @@ hpc_interactive_argv_to() {
   _ia+=(srun --interactive --preserve-env --pty --nodes=1 --ntasks=1 bash --rcfile "$2" -i)
 }
 
-# hpc_interactive_run STAMP: write the commands file and the session's rcfile beside the
+# hpc_interactive_run: write the commands file and the session's rcfile beside the
 # logs, then salloc; returns the session's exit status. The allocation ends with the shell.
+# The session is the task's chunk's job (a resource block's: blocks.sh).
 hpc_interactive_run() {
-  local stamp=$1 rc_file argv rc=0 q_runtime login line
+  local k
+  hpc_plan_chunk_of_to k "${J_DEBUG_TASKS[0]}"
+  hpc_plan_with_chunk "$k" _hpc_interactive_session
+}
+
+_hpc_interactive_session() {
+  local rc_file argv rc=0 q_runtime login line
   [[ -t 0 && -t 1 ]] ||
     die "--interactive opens a shell on a compute node and needs a terminal: run it from your ssh session, not from a pipe or a batch job (use --local to run the plan here without one)"
   command -v salloc >/dev/null || HPC_DIE_STATUS=1 die "salloc not found on PATH: run --interactive on the cluster's login node"
   command -v srun >/dev/null ||
     HPC_DIE_STATUS=1 die "srun not found on PATH: run --interactive on the cluster's login node"
-  hpc_submission_paths "$stamp"
   HPC_DIE_STATUS=1
   mkdir -p -- "$J_SCRATCH_DIR/hpc_outputs/jobs" ||
     die "cannot create $J_SCRATCH_DIR/hpc_outputs: check that \$SCRATCH is writable"
   rc_file=${J_SCRIPT_PATH%.sbatch}.interactive.rc
-  J_SCRIPT_PATH=$rc_file J_TASK_OFFSET=0
   local commands_text
   printf -v commands_text '%s\n' "${J_COMMANDS[@]}"
   _write_atomic "$J_COMMANDS_PATH" "$commands_text"
@@ -173,9 +181,8 @@ hpc_interactive_run() {
   {
     printf '# The shell of an --interactive session (job_submitter.sh): the job'"'"'s environment.\n'
     printf '[[ ! -r ~/.bashrc ]] || source ~/.bashrc\n'
-    hpc_plan_exports
+    hpc_plan_exports "$HPC_PLAN_CHUNK" "$rc_file"
     _export HPC_INTERACTIVE_TASK "${J_DEBUG_TASKS[0]}"
-    _export HPC_INTERACTIVE_ARRAY "$(((${#J_COMMANDS[@]} > 1) ? 1 : 0))"
     [[ -z $OPT_PORT ]] || _export HPC_INTERACTIVE_PORT "$((10#$OPT_PORT))"
     _export HPC_LOGIN_HOST "${USER:-$(id -un)}@$login"
     _export HPC_PREEMPT_WATCH no

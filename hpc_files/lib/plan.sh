@@ -1,7 +1,55 @@
 # shellcheck shell=bash
-# Step 4 of job_submitter.sh: the batch script, made by a pure function of the J_*
-# variables (same inputs, same script; no clock, no pid, no files read). --dry-run prints
-# it; submit.sh writes it beside the logs.
+# Step 4 of job_submitter.sh: the batch scripts, each made by a pure function of the plan
+# and one chunk (same inputs, same script; no clock, no pid, no files read). --dry-run
+# prints them; submit.sh writes them beside the logs and hands them to hpc_sbatch.
+#
+# THE PLAN: the contract between the submitting side and the job. `prepare`
+# (job_submitter.sh) builds it once; nothing changes it afterwards (tests/unit/plan.bats
+# checks that the dry run and the submission leave every J_* variable as prepare left it).
+# It is the J_* variables: the ones read here are
+#   J_SOURCE_DIR J_PROJECT_NAME J_SCRATCH_DIR J_EXP_NAME      paths and names
+#   J_SCRIPT_PATH J_COMMANDS_PATH J_SUBMISSION_ID            this submission's files (submit.sh)
+#   J_COMMANDS (array)   the final command of every line, in the configs file's order: the
+#                        --nodes-arg/--devices-arg counts and the torchrun rewrite applied;
+#                        what only the job knows stays a shell variable ($MASTER_ADDR ...)
+#   J_CHUNKS (array)     the sbatch jobs of the submission, below
+#   J_LAUNCHER J_NODES J_GPUS J_GPU_TYPE J_CPUS J_MEM J_MEM_PER_GPU J_TIME J_ACCOUNT
+#   J_PARTITION J_SBATCH_OPTIONS (array) J_MAX_PARALLEL       the Slurm request
+#   J_TASKS_PER_NODE J_CPUS_PER_TASK J_PROCS_PER_NODE J_SRUN_MODE  the launcher's shape
+#                        (one table: HPC_LAUNCHER_TABLE, resources.sh)
+#   J_SIGNAL_GRACE J_MAX_RESTARTS J_REQUEUE J_REQUEUE_MARGIN J_REQUEUE_ON_TERM
+#   J_LIGHTNING_HOOK      requeue (requeue.sh, launchers.sh on the job side)
+#   J_VENV J_MODULES J_CONTAINER J_CONTAINER_TO_LOCAL J_PROVIDES_TMPDIR J_LOCAL_SCRATCH
+#   J_DATA_* J_RESULTS_FOLDER J_SYNC_EVERY_S J_WANDB_KEY_FILE J_GIT_COMMIT J_SLURM_VERSION
+#
+# A CHUNK is one sbatch job of the submission: a plain job is a plan of one chunk; an
+# array longer than MaxArraySize, a subset of the lines (--resume-sweep) and, later,
+# resource blocks (#hpc: lines), packed jobs (--pack N) and --rerun are plans of several.
+# J_CHUNKS holds one entry per chunk, in submission order, tab-separated fields:
+#   LINES   the ORIGINAL 0-based indices of J_COMMANDS it runs (line i+1 of the commands
+#           file), as comma-separated ranges: "0-999", "1,3-5", "7"
+#   OFFSET  the index that array index 0 stands for (exported as HPC_TASK_OFFSET, 0 left
+#           out): with PACK 1, array task a runs index OFFSET+a, so its --array is LINES
+#           less OFFSET (each below MaxArraySize)
+#   PACK    lines per array task: 1 (reserved for --pack N: task a runs the N entries
+#           a*N .. a*N+N-1 of LINES, which the script then exports as HPC_TASK_LINES)
+#   NAME=VALUE ...  zero or more further fields: this chunk's own settings over the plan's,
+#           each a J_* variable and a value without tab or newline (resource blocks, #hpc:
+#           lines: J_GPUS=2, J_TIME=01:00:00 ...); a list is NAME[]=ITEMS, each item ended
+#           by the byte 0x1f (J_SBATCH_OPTIONS[]=--qos=high<0x1f>, J_DATA[]= for none).
+#           hpc_plan_with_chunk applies them as locals (arrays for lists) around whatever
+#           reads the chunk (its script, checks, --data archive, ledger record, --local),
+#           so the plan itself stays as it is
+# J_CHUNK_GROUP (array, resource blocks only) the block group each chunk runs (blocks.sh)
+# The submission is an array when J_COMMANDS has more than one line (every chunk is then
+# an array, even of one task: task i's folders are task_i, whichever chunk runs it).
+#
+# THE BATCH SCRIPT exports, before it sources job_runtime.sh, every value the job reads:
+# lower-case source_dir, project_name, scratch_dir, exp_name (documented aliases of
+# HPC_SOURCE_DIR, J_PROJECT_NAME, HPC_SCRATCH_DIR, HPC_EXP_NAME), then HPC_*: paths
+# (HPC_EXP_DIR, HPC_OUTPUT_DIR, HPC_TASK_SUBDIRS), the launcher's shape and the job-side
+# settings (hpc_plan_settle_job_side). The job reads no setting from the submitting
+# shell's environment that sbatch happens to pass on.
 
 # _directive NAME [VALUE]: one "#SBATCH --name=VALUE" line. sbatch reads directive lines
 # like a shell would (quotes removed, a backslash escapes the next character, even inside
@@ -24,6 +72,78 @@ _export() {
   printf 'export %s=%s\n' "$1" "$q"
 }
 
+# hpc_plan_settle_job_side: the settings the job side reads, decided here once from the
+# submitting environment (README: Wall time, preemption and requeue; Staging; Containers).
+hpc_plan_settle_job_side() {
+  J_REQUEUE_MARGIN=${HPC_REQUEUE_MARGIN:-15}
+  J_REQUEUE_ON_TERM=${HPC_REQUEUE_ON_TERM:-auto}
+  J_KILL_AFTER=${HPC_KILL_AFTER:-5}
+  J_PREEMPT_WATCH=${HPC_PREEMPT_WATCH:-yes}
+  ((OPT_LOCAL == 0)) || J_PREEMPT_WATCH=no # nothing to watch without Slurm
+  J_LIGHTNING_HOOK=${HPC_LIGHTNING_HOOK:-yes}
+  J_KEEPER_TIMEOUT=${HPC_KEEPER_TIMEOUT:-120}
+  J_CONTAINER_RUNTIME=${HPC_CONTAINER_RUNTIME:-}
+  local name
+  for name in J_REQUEUE_MARGIN J_KILL_AFTER J_KEEPER_TIMEOUT; do
+    is_count "${!name}" || die "HPC_${name#J_}='${!name}' is not a whole number of seconds: fix or unset it"
+  done
+  [[ $J_REQUEUE_ON_TERM =~ ^(yes|no|auto)$ ]] || die "HPC_REQUEUE_ON_TERM='$J_REQUEUE_ON_TERM' is not yes, no or auto: fix or unset it"
+  [[ $J_PREEMPT_WATCH =~ ^(yes|no)$ ]] || die "HPC_PREEMPT_WATCH='$J_PREEMPT_WATCH' is not yes or no: fix or unset it"
+  [[ $J_LIGHTNING_HOOK =~ ^(yes|no)$ ]] || die "HPC_LIGHTNING_HOOK='$J_LIGHTNING_HOOK' is not yes or no: fix or unset it"
+  ! has_newline "$J_CONTAINER_RUNTIME" || die "HPC_CONTAINER_RUNTIME holds a newline"
+}
+
+# hpc_plan_is_array: the submission is an array (more than one line).
+hpc_plan_is_array() {
+  ((${#J_COMMANDS[@]} > 1))
+}
+
+# hpc_plan_chunk_to ARRAY K: chunk K's fields (LINES OFFSET PACK NAME=VALUE...).
+hpc_plan_chunk_to() {
+  local -n _fields=$1
+  IFS=$'\t' read -r -a _fields <<<"${J_CHUNKS[$2]}"
+}
+
+# hpc_plan_ranges_count RANGES: how many indices "1,3-5" holds (4).
+hpc_plan_ranges_count() {
+  local r n=0
+  for r in ${1//,/ }; do
+    n=$((n + ${r#*-} - ${r%-*} + 1))
+  done
+  printf '%d' "$n"
+}
+
+# hpc_plan_ranges_shift_to VAR RANGES D: every index of RANGES less D ("1001-2001" 1001: "0-1000").
+hpc_plan_ranges_shift_to() {
+  local -n _shifted=$1
+  local r lo hi
+  _shifted=""
+  for r in ${2//,/ }; do
+    lo=$((${r%-*} - $3)) hi=$((${r#*-} - $3))
+    if ((lo == hi)); then
+      _shifted+=${_shifted:+,}$lo
+    else
+      _shifted+=${_shifted:+,}$lo-$hi
+    fi
+  done
+}
+
+# hpc_plan_is_plain: one chunk that runs every line from index 0 (a job, or one array).
+hpc_plan_is_plain() {
+  local f n=${#J_COMMANDS[@]}
+  ((${#J_CHUNKS[@]} == 1)) || return 1
+  hpc_plan_chunk_to f 0
+  ((${#f[@]} == 3 && f[1] == 0 && f[2] == 1)) || return 1
+  [[ ${f[0]} == "0-$((n - 1))" ]] || ((n == 1))
+}
+
+# hpc_plan_script_path_to VAR K: chunk K's batch script (the submission's one, or -partK+1).
+hpc_plan_script_path_to() {
+  local -n _path=$1
+  _path=$J_SCRIPT_PATH
+  ((${#J_CHUNKS[@]} == 1)) || _path=${J_SCRIPT_PATH%.sbatch}-part$(($2 + 1)).sbatch
+}
+
 # hpc_plan_log_pattern_to VAR [sbatch]: the log path with %j (or %A_%a for arrays) for the
 # job's number; with "sbatch", as given to --output: a '%' of the folder's path doubled,
 # so that Slurm does not take it for a replacement (validate.sh refuses a backslash).
@@ -31,40 +151,72 @@ hpc_plan_log_pattern_to() {
   local -n _out=$1
   local dir=$J_SCRATCH_DIR/hpc_outputs
   [[ ${2:-} != sbatch ]] || sbatch_filename_to dir "$dir"
-  if ((${#J_COMMANDS[@]} > 1)); then
+  if hpc_plan_is_array; then
     _out=$dir/$J_EXP_NAME-%A_%a.out
   else
     _out=$dir/$J_EXP_NAME-%j.out
   fi
 }
 
-# hpc_plan_array_to VAR: "" for one command, else "0-(n-1)" (or J_ARRAY_SPEC, one of
-# several arrays: arrays.sh) with the %N cap.
+# hpc_plan_array_to VAR K: chunk K's --array value ("" for a plain job), with the %N cap.
 hpc_plan_array_to() {
   local -n _arr=$1
+  local f n
   _arr=""
-  local n=${#J_COMMANDS[@]}
-  ((n > 1)) || return 0
-  _arr=${J_ARRAY_SPEC:-0-$((n - 1))}
+  hpc_plan_is_array || return 0
+  hpc_plan_chunk_to f "$2"
+  if ((f[2] == 1)); then
+    hpc_plan_ranges_shift_to _arr "${f[0]}" "${f[1]}"
+  else
+    n=$(hpc_plan_ranges_count "${f[0]}")
+    _arr=0-$(((n + f[2] - 1) / f[2] - 1))
+  fi
   [[ -z $J_MAX_PARALLEL ]] || _arr+="%$J_MAX_PARALLEL"
 }
 
-# hpc_plan_exports: the job's variables, as the batch script sets them before it sources
-# job_runtime.sh (also the start of an --interactive session's shell: local.sh).
+# hpc_plan_sbatch_args_to ARRAY K [VENV_JOB [PREVIOUS_JOB]]: hpc_sbatch's arguments for
+# chunk K: a failed venv job cancels it (afterok) instead of leaving it pending forever;
+# with --max-parallel each chunk waits for the one before (afterany), so the cap holds.
+hpc_plan_sbatch_args_to() {
+  local -n _args=$1
+  local dep=${3:+afterok:$3} script
+  [[ -z $J_MAX_PARALLEL || -z ${4:-} ]] || dep+=${dep:+,}afterany:$4
+  hpc_plan_script_path_to script "$2"
+  _args=()
+  [[ -z $dep ]] || _args+=("--dependency=$dep" --kill-on-invalid-dep=yes)
+  _args+=("$script")
+}
+
+# hpc_plan_exports K [SCRIPT]: the job's variables for chunk K, as its batch script sets
+# them before it sources job_runtime.sh (SCRIPT: the file that holds them; also the start
+# of an --interactive session's shell: local.sh).
 hpc_plan_exports() {
+  local f script=${2:-} subdirs=no
+  hpc_plan_chunk_to f "$1"
+  [[ -n $script ]] || hpc_plan_script_path_to script "$1"
+  ! hpc_plan_is_array || subdirs=yes
   _export source_dir "$J_SOURCE_DIR"
   _export project_name "$J_PROJECT_NAME"
   _export scratch_dir "$J_SCRATCH_DIR"
   _export exp_name "$J_EXP_NAME"
+  _export HPC_SOURCE_DIR "$J_SOURCE_DIR"
+  _export HPC_SCRATCH_DIR "$J_SCRATCH_DIR"
+  _export HPC_EXP_NAME "$J_EXP_NAME"
+  # The folders every task writes to: an array's tasks each have a task_<i> subfolder of
+  # checkpoints/ and results/ (HPC_TASK_SUBDIRS=yes), a plain job none.
+  _export HPC_EXP_DIR "$J_SCRATCH_DIR/$J_EXP_NAME"
+  _export HPC_OUTPUT_DIR "$J_SCRATCH_DIR/hpc_outputs"
+  _export HPC_TASK_SUBDIRS "$subdirs"
   _export HPC_COMMANDS_FILE "$J_COMMANDS_PATH"
-  # One of several arrays (arrays.sh): its task i runs line HPC_TASK_OFFSET+i+1.
-  ((${J_TASK_OFFSET:-0} == 0)) || _export HPC_TASK_OFFSET "$J_TASK_OFFSET"
-  _export HPC_JOB_SCRIPT "$J_SCRIPT_PATH"
+  # One of several arrays: its task a runs line HPC_TASK_OFFSET+a+1.
+  ((f[1] == 0)) || _export HPC_TASK_OFFSET "${f[1]}"
+  _export HPC_JOB_SCRIPT "$script"
   # The cluster's Slurm, read once at submission (cluster.sh); not known in a dry run.
   [[ -z ${J_SLURM_VERSION:-} ]] || _export HPC_SLURM_VERSION "$J_SLURM_VERSION"
   # The code it runs (coderecord.sh); absent outside git.
   [[ -z ${J_GIT_COMMIT:-} ]] || _export HPC_GIT_COMMIT "$J_GIT_COMMIT"
   _export HPC_LAUNCHER "$J_LAUNCHER"
+  _export HPC_SRUN_MODE "$J_SRUN_MODE"
   _export HPC_NUM_NODES "$J_NODES"
   _export HPC_GPUS_PER_NODE "$J_GPUS"
   _export HPC_CPUS_PER_NODE "$J_CPUS"
@@ -74,11 +226,19 @@ hpc_plan_exports() {
   _export HPC_SIGNAL_GRACE "$J_SIGNAL_GRACE"
   _export HPC_MAX_RESTARTS "$J_MAX_RESTARTS"
   _export HPC_REQUEUE "$J_REQUEUE"
+  # Job-side settings taken from the submitting environment once, here (README: Wall
+  # time, preemption and requeue), not through what sbatch passes on.
+  _export HPC_REQUEUE_MARGIN "$J_REQUEUE_MARGIN"
+  _export HPC_REQUEUE_ON_TERM "$J_REQUEUE_ON_TERM"
+  _export HPC_KILL_AFTER "$J_KILL_AFTER"
+  _export HPC_PREEMPT_WATCH "$J_PREEMPT_WATCH"
+  [[ $J_LAUNCHER != lightning ]] || _export HPC_LIGHTNING_HOOK "$J_LIGHTNING_HOOK"
   _export HPC_VENV "$J_VENV"
   [[ -z ${J_WANDB_KEY_FILE:-} ]] || _export HPC_WANDB_KEY_FILE "$J_WANDB_KEY_FILE"
   _export HPC_MODULES "$J_MODULES"
   _export HPC_PROVIDES_TMPDIR "$J_PROVIDES_TMPDIR"
   _export HPC_LOCAL_SCRATCH "$J_LOCAL_SCRATCH"
+  _export HPC_KEEPER_TIMEOUT "$J_KEEPER_TIMEOUT"
   # --data, --results-dir, --sync-every (staging.sh); absent when not used.
   if [[ -n ${J_DATA_ARCHIVE:-} ]]; then
     _export HPC_DATA_ARCHIVE "$J_DATA_ARCHIVE"
@@ -91,16 +251,82 @@ hpc_plan_exports() {
   if [[ -n ${J_CONTAINER:-} ]]; then
     _export HPC_CONTAINER "$J_CONTAINER"
     _export HPC_CONTAINER_TO_LOCAL "$J_CONTAINER_TO_LOCAL"
+    [[ -z ${J_CONTAINER_RUNTIME:-} ]] || _export HPC_CONTAINER_RUNTIME "$J_CONTAINER_RUNTIME"
   fi
 }
 
-# hpc_plan_script: print the whole batch script on stdout.
+# hpc_plan_with_chunk K CMD...: run CMD with chunk K's own settings in force: its NAME=VALUE
+# fields as locals over the plan's (a list field NAME[]=..., as a local array), so the plan
+# itself stays as it is; HPC_PLAN_CHUNK is K meanwhile.
+hpc_plan_with_chunk() {
+  local -a _chunk
+  local _setting _name HPC_PLAN_CHUNK=$1
+  hpc_plan_chunk_to _chunk "$1"
+  for _setting in "${_chunk[@]:3}"; do
+    if [[ $_setting =~ ^(J_[A-Z0-9_]+)\[\]= ]]; then
+      _name=${BASH_REMATCH[1]}
+      local -a "$_name"
+      # shellcheck disable=SC2229 # it reads into the array named by _name
+      IFS=$'\x1f' read -r -a "$_name" <<<"${_setting#*=}"
+    elif [[ $_setting =~ ^J_[A-Z0-9_]+= ]]; then
+      local "${_setting%%=*}=${_setting#*=}"
+    else
+      die "chunk $1 of the plan has a setting '$_setting' that is not J_NAME=VALUE or J_NAME[]=ITEMS"
+    fi
+  done
+  "${@:2}"
+}
+
+# hpc_plan_chunk_of_to VAR I: the chunk that runs line index I (0 when none does).
+hpc_plan_chunk_of_to() {
+  local -n _of=$1
+  local -a _of_f
+  local _of_k _of_r
+  _of=0
+  for _of_k in "${!J_CHUNKS[@]}"; do
+    hpc_plan_chunk_to _of_f "$_of_k"
+    for _of_r in ${_of_f[0]//,/ }; do
+      if (($2 >= ${_of_r%-*} && $2 <= ${_of_r#*-})); then
+        _of=$_of_k
+        return 0
+      fi
+    done
+  done
+}
+
+# _plan_values_to VAR NAMES: the values of the variables NAMES (space-separated), joined.
+_plan_values_to() {
+  local -n _pv=$1
+  local _pv_name
+  _pv=""
+  for _pv_name in $2; do _pv+=${!_pv_name-}$'\x1f'; done
+}
+
+# hpc_plan_each_distinct NAMES CMD...: run CMD in the context of each chunk (hpc_plan_with_chunk)
+# whose values of the variables NAMES no chunk before it had: once for a plan whose chunks
+# share them (the checks and the --data archive are per distinct request, not per chunk).
+hpc_plan_each_distinct() {
+  local _ed_k _ed_key _ed_seen=$'\n'
+  for _ed_k in "${!J_CHUNKS[@]}"; do
+    hpc_plan_with_chunk "$_ed_k" _plan_values_to _ed_key "$1"
+    [[ $_ed_seen != *$'\n'"$_ed_key"$'\n'* ]] || continue
+    _ed_seen+=$_ed_key$'\n'
+    hpc_plan_with_chunk "$_ed_k" "${@:2}"
+  done
+}
+
+# hpc_plan_script K: print chunk K's whole batch script on stdout, with its own settings.
 hpc_plan_script() {
-  local gpu array log q_script q_runtime
+  hpc_plan_with_chunk "$1" _plan_script "$1"
+}
+
+_plan_script() {
+  local gpu array log script q_script q_runtime
   hpc_gpu_directive_to gpu
-  hpc_plan_array_to array
+  hpc_plan_array_to array "$1"
   hpc_plan_log_pattern_to log sbatch
-  quote_to q_script "$J_SCRIPT_PATH"
+  hpc_plan_script_path_to script "$1"
+  quote_to q_script "$script"
   quote_to q_runtime "$J_SOURCE_DIR/virtual_env_hpc_files/job_runtime.sh"
 
   printf '#!/bin/bash\n'
@@ -140,10 +366,10 @@ hpc_plan_script() {
 #
 # Made by hpc_files/job_submitter.sh (cluster profile: $HPC_PROFILE_NAME). Everything the
 # job needs is here; to run it again by hand: sbatch $q_script
-# The commands are the lines of \$HPC_COMMANDS_FILE; array task i runs line i+1.
+# The commands are the lines of \$HPC_COMMANDS_FILE, as they run; array task i runs line i+1.
 
 EOF
-  hpc_plan_exports
+  hpc_plan_exports "$1" "$script"
   # With a container the image, not a venv, provides Python (singularity_hpc_files/).
   # shellcheck disable=SC2016 # the script's text
   local env_step='hpc_activate_venv  # $HPC_VENV; a missing venv fails the job here'

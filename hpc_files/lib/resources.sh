@@ -2,27 +2,55 @@
 # How gpus, nodes and cpus become Slurm's request for each launcher (the README's
 # resource table). --gpus, --cpus and --mem are per node.
 
+# HPC_LAUNCHER_TABLE: each launcher's shape, the one place both sides take it from (the
+# job reads HPC_TASKS_PER_NODE and HPC_SRUN_MODE from its batch script):
+#   LAUNCHER  TASKS (Slurm tasks per node: 1, or procs = one per process)  SRUN_MODE
+# SRUN_MODE is how virtual_env_hpc_files/launchers.sh starts the command: plain (one srun
+# step, each task runs it as it is), ranks (the same with torch.distributed's RANK,
+# WORLD_SIZE ... set by task_wrapper.sh), or none (the launcher runs it itself).
+HPC_LAUNCHER_TABLE=(
+  "none 1 none"            # the command once, in the batch shell
+  "lightning procs plain"  # one task per process; Lightning reads its rank from srun
+  "script procs ranks"     # one task per process, torch.distributed's variables set
+  "torchrun 1 plain"       # one torchrun per node, which starts the node's processes
+  "dask 1 none"            # a worker per node (its own srun), the command once
+  "agents-per-gpu procs none" # --agents-per-gpu: sweep_agent.sh starts one agent per task
+)
+
+# hpc_launcher_shape_to TASKS_VAR MODE_VAR KIND: KIND's row of HPC_LAUNCHER_TABLE.
+hpc_launcher_shape_to() {
+  local -n _tasks=$1 _mode=$2
+  local _row _name _t _m
+  for _row in "${HPC_LAUNCHER_TABLE[@]}"; do
+    read -r _name _t _m <<<"$_row"
+    if [[ $_name == "$3" ]]; then
+      _tasks=$_t _mode=$_m
+      return 0
+    fi
+  done
+  die "no launcher '$3' in HPC_LAUNCHER_TABLE (resources.sh)"
+}
+
 # hpc_map_resources: sets J_PROCS_PER_NODE (training processes per node), J_TASKS_PER_NODE
-# (Slurm tasks per node), J_CPUS (per node) and J_CPUS_PER_TASK from J_LAUNCHER, J_GPUS,
-# OPT_CPUS and OPT_PROCS_PER_NODE.
+# (Slurm tasks per node), J_SRUN_MODE, J_CPUS (per node) and J_CPUS_PER_TASK from
+# J_LAUNCHER, J_GPUS, OPT_CPUS, OPT_PROCS_PER_NODE and OPT_AGENTS_PER_GPU.
 hpc_map_resources() {
   # One process per GPU; on CPU, --procs-per-node (default 1).
   J_PROCS_PER_NODE=$((J_GPUS > 0 ? J_GPUS : 10#${OPT_PROCS_PER_NODE:-1}))
-  case $J_LAUNCHER in
-    lightning | script)
-      # One Slurm task per process: ranks come from srun.
-      J_TASKS_PER_NODE=$J_PROCS_PER_NODE
-      ;;
-    *)
-      # none: the command itself; torchrun and dask: one launcher task per node
-      # that starts the node's processes or workers itself.
-      J_TASKS_PER_NODE=1
-      ;;
-  esac
+  local kind=$J_LAUNCHER tasks what="tasks per node of the $J_LAUNCHER launcher (one per GPU or process)"
+  if ((${OPT_AGENTS_PER_GPU:-0})) && ((J_GPUS > 0)); then
+    kind=agents-per-gpu what="agents of a node (--agents-per-gpu: one per GPU)"
+  fi
+  hpc_launcher_shape_to tasks J_SRUN_MODE "$kind"
+  if [[ $tasks == procs ]]; then
+    J_TASKS_PER_NODE=$J_PROCS_PER_NODE
+  else
+    J_TASKS_PER_NODE=1
+  fi
   local per_node_default=$((J_PROCS_PER_NODE * HPC_DEFAULT_CPUS_PER_TASK))
   J_CPUS=$((10#${OPT_CPUS:-$per_node_default}))
   if ((J_CPUS % J_TASKS_PER_NODE != 0)); then
-    die "--cpus $J_CPUS cannot be shared evenly by the $J_TASKS_PER_NODE tasks per node of the $J_LAUNCHER launcher (one per GPU or process): use a multiple of $J_TASKS_PER_NODE"
+    die "--cpus $J_CPUS cannot be shared evenly by the $J_TASKS_PER_NODE $what: use a multiple of $J_TASKS_PER_NODE"
   fi
   J_CPUS_PER_TASK=$((J_CPUS / J_TASKS_PER_NODE))
 }

@@ -198,8 +198,8 @@ hpc_staging_settle() {
   _hpc_data_judge_paths
   _hpc_data_name_key
   HPC_DATA_TMP=$(mktemp -d "${TMPDIR:-/tmp}/hpc_data.XXXXXX") || die "cannot create a temporary folder in ${TMPDIR:-/tmp}"
-  # Removed below, or by this trap when a check dies (the submitter has no other EXIT trap).
-  trap 'rm -rf -- "$HPC_DATA_TMP"' EXIT
+  # Removed below, or at exit when a check dies.
+  hpc_remove_at_exit "$HPC_DATA_TMP"
   local t=$HPC_DATA_TMP rel abs=()
   if ((${#HPC_DATA_LINKED[@]})); then
     printf '%s\0' "${HPC_DATA_LINKED[@]}" >"$t/top"
@@ -214,7 +214,7 @@ hpc_staging_settle() {
   # An unchanged manifest was tallied when its archive was built: no second walk.
   _hpc_data_state_matches || _hpc_data_tally "${abs[@]}"
   rm -rf -- "$t"
-  trap - EXIT
+  hpc_keep_at_exit "$t"
   ((OPT_DRY_RUN == 0)) || _hpc_data_say_plan
 }
 
@@ -407,8 +407,7 @@ _hpc_data_tar_progress_to() {
 _hpc_data_write_archive() {
   local tmp=$J_DATA_ARCHIVE.tmp.$$ rel members=() progress rc=0 status
   # A Ctrl-C or a failure leaves no half-written archive behind.
-  HPC_DATA_TMP_FILE=$tmp
-  trap 'rm -f -- "$HPC_DATA_TMP_FILE"' EXIT
+  hpc_remove_at_exit "$tmp"
   trap 'exit 130' INT
   trap 'exit 143' TERM
   for rel in "${J_DATA[@]}"; do
@@ -434,5 +433,6 @@ _hpc_data_write_archive() {
     die "--data: building $J_DATA_ARCHIVE failed (exit ${status[*]}; a full disk or an unreadable file? tar's message is above). Nothing was submitted"
   fi
   mv -f -- "$tmp" "$J_DATA_ARCHIVE" || { rm -f -- "$tmp"; die "cannot write $J_DATA_ARCHIVE"; }
-  trap - EXIT INT TERM
+  hpc_keep_at_exit "$tmp"
+  trap - INT TERM
 }

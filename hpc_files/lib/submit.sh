@@ -1,22 +1,15 @@
 # shellcheck shell=bash
-# Step 5 of job_submitter.sh: write the batch script and the commands file beside the
-# logs, then hand them to `sbatch --parsable`. Nothing is left behind if sbatch refuses.
+# Step 5 of job_submitter.sh: write the commands file and every chunk's batch script
+# beside the logs, then hand them to hpc_sbatch (sbatch.sh) in order. Nothing is left
+# behind if sbatch refuses one: the chunks already in are cancelled, every file removed.
 
-# hpc_submission_paths STAMP: J_SCRIPT_PATH and J_COMMANDS_PATH for this submission.
+# hpc_submission_paths STAMP: J_SCRIPT_PATH and J_COMMANDS_PATH for this submission (part
+# of the plan: prepare names them; a plan of several chunks adds -partK to the script).
 hpc_submission_paths() {
   local base=$J_SCRATCH_DIR/hpc_outputs/jobs/$J_EXP_NAME-$1
   J_SCRIPT_PATH=$base.sbatch
   J_COMMANDS_PATH=$base.commands
   J_SUBMISSION_ID=$J_EXP_NAME-$1 # names the submission in the ledger (ledger.sh)
-}
-
-# hpc_sbatch_argv_to ARRAY SCRIPT [DEPENDENCY]: the exact sbatch command line.
-hpc_sbatch_argv_to() {
-  local -n _argv=$1
-  _argv=(sbatch --parsable)
-  # A failed venv job cancels the experiments instead of leaving them pending forever.
-  [[ -z ${3:-} ]] || _argv+=("--dependency=afterok:$3" --kill-on-invalid-dep=yes)
-  _argv+=("$2")
 }
 
 # _write_atomic FILE CONTENT: FILE appears whole or not at all.
@@ -26,32 +19,82 @@ _write_atomic() {
   mv -f -- "$tmp" "$1" || { rm -f -- "$tmp"; die "cannot write $1"; }
 }
 
-# hpc_submit SCRIPT_TEXT [DEPENDENCY]: write the files, submit; sets J_JOB_ID.
-hpc_submit() {
-  local script_text=$1 dependency=${2:-} commands_text out rc argv
+# hpc_submit_plan SUBMITTED_VAR [VENV_JOB]: write the files and submit every chunk; the
+# job ids, one per chunk in order, into the array SUBMITTED_VAR. The ledger gets the venv
+# job (VENV_JOB) and these in one write.
+hpc_submit_plan() {
+  local -n _submitted=$1
+  local venv_job=${2:-} commands_text k script args id prev="" log f why
+  local -a _written=() _ids=()
+  _submitted=()
   mkdir -p -- "$J_SCRATCH_DIR/hpc_outputs/jobs" ||
     die "cannot create $J_SCRATCH_DIR/hpc_outputs: check that \$SCRATCH is writable"
-  [[ ! -e $J_SCRIPT_PATH ]] || die "$J_SCRIPT_PATH already exists: submit again in a second"
+  for k in "${!J_CHUNKS[@]}"; do
+    hpc_plan_script_path_to script "$k"
+    [[ ! -e $script ]] || die "$script already exists: submit again in a second"
+  done
+  [[ ! -e $J_COMMANDS_PATH ]] || die "$J_COMMANDS_PATH already exists: submit again in a second"
   printf -v commands_text '%s\n' "${J_COMMANDS[@]}"
   _write_atomic "$J_COMMANDS_PATH" "$commands_text"
-  _write_atomic "$J_SCRIPT_PATH" "$script_text"
-  hpc_sbatch_argv_to argv "$J_SCRIPT_PATH" "$dependency"
-  rc=0
-  out=$("${argv[@]}") || rc=$?
-  if ((rc != 0)) || [[ ! ${out%%;*} =~ ^[0-9]+$ ]]; then
-    rm -f -- "$J_SCRIPT_PATH" "$J_COMMANDS_PATH"
-    local why
-    hpc_explain_refusal_to why
-    [[ -n $why ]] || why="Its message above says why (a partition, account or resource the cluster does not have?)"
-    die "sbatch did not accept the job (exit $rc${out:+, said: $out}); nothing was submitted. $why"
-  fi
-  J_JOB_ID=${out%%;*}
-  hpc_staging_record_job "$J_JOB_ID"
-  # The ledger `hpc status` reads (ledger.sh): the venv job and this one, in one write.
-  local log venv_line="" line
+  _written=("$J_COMMANDS_PATH")
   hpc_plan_log_pattern_to log
-  [[ -z $dependency ]] || hpc_ledger_line_to venv_line "$dependency" 1 "" venv 0 \
-    "$J_SCRATCH_DIR/hpc_outputs/$J_EXP_NAME-venv-%j.out"
-  hpc_ledger_line_to line "$J_JOB_ID" "${#J_COMMANDS[@]}" "$J_SCRIPT_PATH" job 0 "$log"
-  hpc_ledger_append "$venv_line$line"
+  for k in "${!J_CHUNKS[@]}"; do
+    hpc_plan_script_path_to script "$k"
+    _write_atomic "$script" "$(hpc_plan_script "$k")"$'\n'
+    _written+=("$script")
+    hpc_plan_chunk_to f "$k"
+    hpc_plan_sbatch_args_to args "$k" "$venv_job" "$prev"
+    if ! hpc_sbatch id --ledger job "$(hpc_plan_ranges_count "${f[0]}")" "$script" "${f[1]}" "$log" \
+      "${args[@]}"; then
+      # What went in goes out again: the venv job too, which nothing would wait for.
+      _ids=(${venv_job:+"$venv_job"} "${_ids[@]}")
+      ((${#_ids[@]} == 0)) || scancel "${_ids[@]}" || warn "could not cancel jobs ${_ids[*]}: cancel them with scancel"
+      rm -f -- "${_written[@]}"
+      hpc_explain_refusal_to why
+      if hpc_plan_is_plain; then
+        [[ -n $why ]] || why="Its message above says why (a partition, account or resource the cluster does not have?)"
+        die "sbatch did not accept the job ($HPC_SBATCH_SAID); nothing was submitted. $why"
+      fi
+      die "${why:+$why }sbatch did not accept array $((k + 1)) of ${#J_CHUNKS[@]} ($HPC_SBATCH_SAID); nothing was submitted${_ids[*]:+ (jobs ${_ids[*]} were cancelled)}"
+    fi
+    _ids+=("$id") prev=$id
+    hpc_plan_with_chunk "$k" hpc_staging_record_job "$id"
+  done
+  hpc_ledger_flush
+  _submitted=("${_ids[@]}")
+}
+
+# hpc_print_submitted ID...: what was submitted (one job id per chunk, in order): the
+# job, or the array, with its log and script; a plan of several chunks, one line each.
+hpc_print_submitted() {
+  local ids=("$@") log name n=${#J_COMMANDS[@]} k f spec script
+  hpc_plan_log_pattern_to log
+  if hpc_plan_is_plain; then
+    # Only the file's name holds the pattern; the folder may hold a literal '%'.
+    name=${log##*/} name=${name//%j/${ids[0]}}
+    log=${log%/*}/${name//%A/${ids[0]}}
+    if ((n > 1)); then
+      printf 'Submitted batch job %s (array of %d tasks, 0-%d)\n' "${ids[0]}" "$n" "$((n - 1))"
+      printf '  logs:   %s\n' "${log//%a/<task>}"
+    else
+      printf 'Submitted batch job %s\n' "${ids[0]}"
+      printf '  log:    %s\n' "$log"
+    fi
+    printf '  script: %s\n' "$J_SCRIPT_PATH"
+    return 0
+  fi
+  for k in "${!ids[@]}"; do
+    hpc_plan_chunk_to f "$k"
+    hpc_plan_ranges_shift_to spec "${f[0]}" "${f[1]}"
+    printf 'Submitted batch job %s (array of %d task(s): %s as array indices %s)\n' \
+      "${ids[k]}" "$(hpc_plan_ranges_count "${f[0]}")" "${f[0]}" "$spec"
+  done
+  log=${log//%A/<job>}
+  printf '  logs:   %s\n' "${log//%a/<index>}"
+  if ((${#ids[@]} > 1)); then
+    printf '  scripts: %s-part1..%d.sbatch\n' "${J_SCRIPT_PATH%.sbatch}" "${#ids[@]}"
+  else
+    hpc_plan_script_path_to script 0
+    printf '  script: %s\n' "$script"
+  fi
 }

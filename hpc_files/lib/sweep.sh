@@ -81,9 +81,8 @@ _sweep_validate_online() {
     local total=$((J_NODES * J_GPUS))
     [[ -z $OPT_NUM_AGENTS ]] || ((J_NUM_AGENTS == total)) ||
       die "--num-agents $J_NUM_AGENTS does not match --agents-per-gpu on $J_NODES node(s) x $J_GPUS GPU(s) = $total agents: drop --num-agents or change --gpus/--num-nodes"
-    ((J_CPUS % J_GPUS == 0)) || die "--cpus $J_CPUS cannot be shared evenly by the $J_GPUS agents of a node: use a multiple of $J_GPUS"
-    # One Slurm task per GPU; sweep_agent.sh starts the agents with srun.
-    J_TASKS_PER_NODE=$J_GPUS J_CPUS_PER_TASK=$((J_CPUS / J_GPUS))
+    # One Slurm task per GPU (HPC_LAUNCHER_TABLE, resources.sh); sweep_agent.sh starts
+    # the agents with srun.
     J_NUM_AGENTS=$total
   else
     ((J_NODES == 1)) || die "--num-nodes $J_NODES with --wandb-sweepid: add --agents-per-gpu to run one agent per GPU of every node, or use one node per agent (the default)"
@@ -177,7 +176,7 @@ _sweep_offline_commands() {
 }
 
 # hpc_sweep_write: the new sweep's folder (sweep.json, sweep.yaml, wandb/), whole or not
-# at all; removed again if the submission then fails (_sweep_abort).
+# at all; removed again if the submission then fails (hpc_remove_at_exit).
 hpc_sweep_write() {
   [[ $J_SWEEP_KIND == offline ]] || return 0
   local tmp=${J_SWEEP_DIR%/*}/.$J_SWEEP_ID.tmp.$$
@@ -187,17 +186,9 @@ hpc_sweep_write() {
     rm -rf -- "$tmp"
     die "cannot write the sweep's folder $J_SWEEP_DIR: check that \$SCRATCH is writable"
   fi
+  # A submission that stops after the folder was written leaves nothing.
   HPC_SWEEP_WRITTEN_DIR=$J_SWEEP_DIR
-  trap _sweep_abort EXIT
-}
-
-# _sweep_abort: a submission that stops after the folder was written leaves nothing.
-_sweep_abort() {
-  local rc=$?
-  if [[ -n ${HPC_SWEEP_WRITTEN_DIR:-} ]]; then
-    rm -rf -- "$HPC_SWEEP_WRITTEN_DIR"
-  fi
-  exit "$rc"
+  hpc_remove_at_exit "$J_SWEEP_DIR"
 }
 
 _sweep_point_commands() {
@@ -253,7 +244,7 @@ hpc_sweep_stage() {
 
 # hpc_sweep_submitted: what to do next, after the job ids were printed.
 hpc_sweep_submitted() {
-  HPC_SWEEP_WRITTEN_DIR=""
+  [[ -z ${HPC_SWEEP_WRITTEN_DIR:-} ]] || hpc_keep_at_exit "$HPC_SWEEP_WRITTEN_DIR"
   case $J_SWEEP_KIND in
     online)
       printf 'W&B sweep %s: %d agent(s), %d run(s) each (--runs-per-agent); submit again to add agents\n' \

@@ -188,8 +188,10 @@ hpc_settle_requeue() {
 }
 
 # hpc_settle_paths SOURCE_DIR: the project, scratch and venv paths (J_SOURCE_DIR ...).
+# J_PROJECT_DIR is the project's folder; J_SOURCE_DIR the one the job runs from: the same,
+# or its --snapshot copy (coderecord.sh).
 hpc_settle_paths() {
-  J_SOURCE_DIR=$1
+  J_PROJECT_DIR=$1 J_SOURCE_DIR=$1
   J_PROJECT_NAME=${HPC_PROJECT_NAME:-${J_SOURCE_DIR##*/}}
   [[ -n ${SCRATCH:-} ]] ||
     die "SCRATCH is not set: it must name your scratch folder on the shared filesystem (export SCRATCH=/path/to/scratch, for example in ~/.bashrc; Compute Canada sets it for you)"
@@ -221,18 +223,16 @@ hpc_settle_paths() {
 }
 
 # hpc_validate_commands [INDEX...]: what a launcher needs of each command line (after
-# hpc_read_configs); of the commands INDEX... only (a resource block's: blocks.sh), else all.
+# hpc_read_configs): torchrun's form, read by the one parser that rewrites the lines later
+# (count_args.sh); of the commands INDEX... only (a resource block's: blocks.sh), else all.
 hpc_validate_commands() {
   [[ $J_LAUNCHER == torchrun ]] || return 0
-  local line k
+  local k out
   local -a which=("$@")
   (($#)) || which=("${!J_COMMANDS[@]}")
-  local re='^[[:space:]]*([A-Za-z_][A-Za-z0-9_]*=[^[:space:]]*[[:space:]]+)*([^[:space:]]*/)?python[0-9.]*[[:space:]]+(-u[[:space:]]+)?[^-[:space:]]'
-  local re_m='^[[:space:]]*([A-Za-z_][A-Za-z0-9_]*=[^[:space:]]*[[:space:]]+)*([^[:space:]]*/)?python[0-9.]*[[:space:]]+(-u[[:space:]]+)?-m[[:space:]]'
   for k in "${which[@]}"; do
-    line=${J_COMMANDS[k]}
-    [[ $line =~ $re || $line =~ $re_m ]] ||
-      die "command $((k + 1)) is not 'python script.py ...' or 'python -m module ...', which the torchrun launcher turns into 'torchrun ... script.py ...': $line"
+    hpc_torchrun_line_to out "${J_COMMANDS[k]}" ||
+      die "command $((k + 1)) is not 'python script.py ...' or 'python -m module ...', which the torchrun launcher turns into 'torchrun ... script.py ...': ${J_COMMANDS[k]}"
   done
 }
 

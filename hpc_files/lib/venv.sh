@@ -11,20 +11,20 @@ hpc_venv_requirements() {
 hpc_venv_check() {
   [[ $J_VENV == none ]] && return 0
   if ((OPT_SETUP_VENV)); then
-    [[ -f $J_SOURCE_DIR/requirements.txt ]] ||
-      die "--setup-venv builds the venv from $J_SOURCE_DIR/requirements.txt, which does not exist: write it (one package per line) or drop --setup-venv"
+    [[ -f $J_PROJECT_DIR/requirements.txt ]] ||
+      die "--setup-venv builds the venv from $J_PROJECT_DIR/requirements.txt, which does not exist: write it (one package per line) or drop --setup-venv"
     return 0
   fi
   [[ -f $J_VENV/bin/activate ]] ||
     warn "no virtual environment at $J_VENV: the job will stop at its start. Create it (python3 -m venv '$J_VENV'), add --setup-venv to build it in a job first, or pass --venv PATH|none"
 }
 
-# hpc_venv_build_argv_to ARRAY: the sbatch command line of the venv-building job.
-hpc_venv_build_argv_to() {
+# hpc_venv_build_args_to ARRAY: hpc_sbatch's arguments for the venv-building job.
+hpc_venv_build_args_to() {
   local -n _v=$1
   local logs
   sbatch_filename_to logs "$J_SCRATCH_DIR/hpc_outputs" # '%' doubled (validate.sh)
-  _v=(sbatch --parsable "--job-name=$J_EXP_NAME-venv"
+  _v=("--job-name=$J_EXP_NAME-venv"
     "--output=$logs/$J_EXP_NAME-venv-%j.out" --open-mode=append
     --nodes=1 --ntasks=1 "--cpus-per-task=$J_CPUS_PER_TASK" --time=01:00:00)
   [[ -z $J_ACCOUNT ]] || _v+=("--account=$J_ACCOUNT")
@@ -33,23 +33,24 @@ hpc_venv_build_argv_to() {
 }
 
 hpc_venv_dry_run() {
-  local argv line
-  hpc_venv_build_argv_to argv
+  local args argv line
+  hpc_venv_build_args_to args
+  hpc_sbatch_argv_to argv "${args[@]}"
   printf '# venv job (--setup-venv), submitted first; the job below waits for it with\n'
   printf '# --dependency=afterok:<its job id>:\n'
   printf -v line '%q ' "${argv[@]}"
   printf '%s\n\n' "${line% }"
 }
 
-# hpc_venv_submit_build VAR: submit the build job, its id into VAR.
+# hpc_venv_submit_build VAR: submit the build job, its id into VAR (and the ledger).
 hpc_venv_submit_build() {
   local -n _id=$1
-  local argv out
+  local args
   hpc_venv_check
   [[ $J_VENV != none ]] || die "--setup-venv with --venv none: there is no venv to build"
   mkdir -p -- "$J_SCRATCH_DIR/hpc_outputs"
-  hpc_venv_build_argv_to argv
-  out=$("${argv[@]}") || die "sbatch did not accept the venv job; nothing was submitted"
-  _id=${out%%;*}
+  hpc_venv_build_args_to args
+  hpc_sbatch _id --ledger venv 1 "" 0 "$J_SCRATCH_DIR/hpc_outputs/$J_EXP_NAME-venv-%j.out" "${args[@]}" ||
+    die "sbatch did not accept the venv job ($HPC_SBATCH_SAID); nothing was submitted"
   printf 'Submitted venv job %s (builds %s; the experiments start after it succeeds)\n' "$_id" "$J_VENV"
 }

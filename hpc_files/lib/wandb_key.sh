@@ -17,14 +17,24 @@ hpc_wandb_key_path_to() {
   [[ $_path == /* ]] || _path=$PWD/$_path
 }
 
-# hpc_wandb_key_keep_out: for every submission. With WANDB_API_KEY set, save it (not on a
-# dry run) and unset it; J_WANDB_KEY_FILE is then the file the job reads, else "".
-hpc_wandb_key_keep_out() {
-  J_WANDB_KEY_FILE=""
+# hpc_wandb_key_settle: part of the plan (not for --local, which keeps the key in its
+# environment): with WANDB_API_KEY set, J_WANDB_KEY_FILE is the file the job reads it from,
+# else "". The key leaves the environment at once (kept unexported until
+# hpc_wandb_key_keep_out saves it), before any command could pass it on.
+hpc_wandb_key_settle() {
+  J_WANDB_KEY_FILE="" _hpc_wandb_key=""
   [[ -n ${WANDB_API_KEY:-} ]] || return 0
   hpc_wandb_key_path_to J_WANDB_KEY_FILE
-  ((OPT_DRY_RUN)) || _hpc_wandb_key_save "$J_WANDB_KEY_FILE"
+  _hpc_wandb_key=$WANDB_API_KEY
   unset WANDB_API_KEY
+}
+
+# hpc_wandb_key_keep_out: for every submission: the key hpc_wandb_key_settle took out of
+# the environment, saved to J_WANDB_KEY_FILE (not on a dry run).
+hpc_wandb_key_keep_out() {
+  [[ -n ${_hpc_wandb_key:-} ]] || return 0
+  ((OPT_DRY_RUN)) || _hpc_wandb_key_save "$J_WANDB_KEY_FILE"
+  _hpc_wandb_key=""
 }
 
 # hpc_wandb_key_check FILE: FILE is a key file only its owner can read.
@@ -36,19 +46,19 @@ hpc_wandb_key_check() {
     die "W&B API key file $file can be read by others (mode $mode): chmod 600 '$file'"
 }
 
-# _hpc_wandb_key_save FILE: write WANDB_API_KEY to FILE (mode 600, folder 700) by rename;
+# _hpc_wandb_key_save FILE: write the key (_hpc_wandb_key) to FILE (mode 600, folder 700) by rename;
 # says so unless FILE already held this key.
 _hpc_wandb_key_save() {
   local file=$1 tmp old=""
   if [[ -f $file && -r $file ]]; then
     IFS= read -r old <"$file" || true
-    if [[ $old == "$WANDB_API_KEY" && $(stat -c %a -- "$file") == 600 ]]; then
+    if [[ $old == "$_hpc_wandb_key" && $(stat -c %a -- "$file") == 600 ]]; then
       return 0
     fi
   fi
   (umask 077 && mkdir -p -- "${file%/*}") || die "cannot create ${file%/*} for the W&B API key"
   tmp=$file.tmp.$$
-  (umask 077 && printf '%s\n' "$WANDB_API_KEY" >"$tmp") || { rm -f -- "$tmp"; die "cannot write $file"; }
+  (umask 077 && printf '%s\n' "$_hpc_wandb_key" >"$tmp") || { rm -f -- "$tmp"; die "cannot write $file"; }
   mv -f -- "$tmp" "$file" || { rm -f -- "$tmp"; die "cannot write $file"; }
   say "W&B API key: saved WANDB_API_KEY to $file (mode 600); jobs read it from there, it is not passed to Slurm"
 }

@@ -195,15 +195,25 @@ def find_project_root(cwd: Path) -> Path | None:
 
 
 def find_scratch_dir(override: Path | None, environ: Mapping[str, str], cwd: Path) -> Path:
-    """`$SCRATCH/<project>`, the way job_submitter.sh names it, unless `override` is given."""
+    """`$SCRATCH/<project>`, the way job_submitter.sh names it, unless `override` is given.
+
+    Inside a job the plan's own value wins (HPC_SCRATCH_DIR, exported by its batch
+    script). Elsewhere the rule is job_submitter.sh's: the project is HPC_PROJECT_NAME,
+    else the name of HPC_PROJECT_DIR, else of the nearest folder holding hpc_files/.
+    """
     if override is not None:
         return override
+    planned = environ.get("HPC_SCRATCH_DIR", "")
+    if planned:
+        return Path(planned)
     scratch = environ.get("SCRATCH", "")
     if not scratch:
         raise LocateError(
             "SCRATCH is not set: export SCRATCH=/path/to/scratch or pass --scratch-dir"
         )
     project = environ.get("HPC_PROJECT_NAME", "")
+    if not project and environ.get("HPC_PROJECT_DIR", ""):
+        project = Path(environ["HPC_PROJECT_DIR"]).name
     if not project:
         root = find_project_root(cwd)
         if root is None:

@@ -7,7 +7,10 @@ FAKE_SINGULARITY_DIR=$REPO_ROOT/tests/helpers/fake_singularity
 
 # image_venv: the venv that plays the image's Python environment.
 image_venv() {
-  printf '%s' "${HPC_TEST_VENV:-$REPO_ROOT/.venv}"
+  # Its real path: a .venv that is a link to a shared venv (a git worktree's) is bound
+  # into the image where it really lies.
+  local venv=${HPC_TEST_VENV:-$REPO_ROOT/.venv}
+  (cd -- "$venv" 2>/dev/null && pwd -P) || printf '%s' "$venv"
 }
 
 # _image_rootfs: the host paths that make the image's root, one a line: the system

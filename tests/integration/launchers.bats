@@ -45,7 +45,14 @@ json() {
     nodes+=("$(json "$dir/rank_$r.json" 'd["node"]')")
   done
   [ "$(printf '%s\n' "${nodes[@]}" | sort -u | wc -l)" -eq 2 ]
-  grep -q -- "--rdzv-backend=c10d --rdzv-endpoint=127.0.0.1:" "$(job_log "$JOB_ID" tr)"
+  # The command as planned at submission (the commands file's line), its rendezvous on the
+  # first node's address, which the job found: 127.0.0.1 here.
+  # shellcheck disable=SC2016 # the variables' names, as the commands file holds them
+  local log pattern='--rdzv-endpoint=$MASTER_ADDR:$MASTER_PORT'
+  log=$(job_log "$JOB_ID" tr)
+  grep -qF -- "command: torchrun --nnodes=2 --nproc-per-node=2 --rdzv-backend=c10d $pattern" "$log"
+  grep -q -- "MASTER_ADDR=127.0.0.1 MASTER_PORT=" "$log"
+  grep -qF -- "$pattern" "$SCRATCH"/proj/hpc_outputs/jobs/tr-*.commands
 }
 
 @test "torchrun on one node runs --standalone" {

@@ -99,6 +99,12 @@ def test_find_scratch_dir(tmp_path: Path) -> None:
     named = {**env, "HPC_PROJECT_NAME": "other"}
     assert find_scratch_dir(None, named, tmp_path) == Path("/scratch/me/other")
     assert find_scratch_dir(Path("/x"), {}, tmp_path) == Path("/x")
+    # job_submitter.sh's HPC_PROJECT_DIR names the project too.
+    moved = {**env, "HPC_PROJECT_DIR": str(tmp_path / "elsewhere" / "proj2")}
+    assert find_scratch_dir(None, moved, tmp_path) == Path("/scratch/me/proj2")
+    # Inside a job, the plan's value (the batch script's HPC_SCRATCH_DIR) wins.
+    in_job = {**named, "HPC_SCRATCH_DIR": "/planned/proj"}
+    assert find_scratch_dir(None, in_job, tmp_path) == Path("/planned/proj")
     assert ledger_path(Path("/x")) == Path("/x/hpc_outputs/jobs/submissions.tsv")
 
 

@@ -116,15 +116,21 @@ EOF
   scratch_is_empty
 }
 
-@test "hpc_array_plan: a subset of lines keeps its indices across the limit" {
+@test "hpc_plan_chunks: a subset of lines keeps its indices across the limit" {
   run bash -c '
     source "$1/hpc_files/job_submitter.sh"
-    J_COMMANDS=($(seq 3000)) J_ARRAY_RANGES="3 999-1003 1500 2999" HPC_MAX_ARRAY_SIZE=1001
-    hpc_array_plan && printf "%s\n" "${J_ARRAY_CHUNKS[@]}"' _ "$REPO_ROOT"
+    J_COMMANDS=($(seq 3000)) J_ARRAY_RANGES="3 999-1003 1500 2999" HPC_MAX_ARRAY_SIZE=1001 J_MAX_PARALLEL=""
+    hpc_plan_chunks && printf "%s\n" "${J_CHUNKS[@]}"
+    for k in 0 1 2; do hpc_plan_array_to a $k; echo "$a"; done' _ "$REPO_ROOT"
   [ "$status" -eq 0 ]
-  [ "${lines[0]}" = $'0\t3,999-1000\t3\t3,999-1000' ]
-  [ "${lines[1]}" = $'1001\t0-2,499\t4\t1001-1003,1500' ]
-  [ "${lines[2]}" = $'2002\t997\t1\t2999' ]
+  # Chunks: the original indices, the offset, one line per task.
+  [ "${lines[0]}" = $'3,999-1000\t0\t1' ]
+  [ "${lines[1]}" = $'1001-1003,1500\t1001\t1' ]
+  [ "${lines[2]}" = $'2999\t2002\t1' ]
+  # Their --array indices.
+  [ "${lines[3]}" = '3,999-1000' ]
+  [ "${lines[4]}" = '0-2,499' ]
+  [ "${lines[5]}" = '997' ]
 }
 
 @test "job side: HPC_TASK_INDEX is the offset plus the array index" {
@@ -132,7 +138,8 @@ EOF
     source "$1/virtual_env_hpc_files/job_runtime.sh"
     hpc_read_task_command() { :; }; hpc_log() { :; }
     scratch_dir=$2 exp_name=e HPC_TASK_OFFSET=1001 SLURM_ARRAY_TASK_ID=7
-    hpc_job_begin; trap - EXIT; echo "$HPC_TASK_INDEX"' _ "$REPO_ROOT" "$BATS_TEST_TMPDIR"
+    HPC_EXP_DIR=$2/e HPC_OUTPUT_DIR=$2/hpc_outputs HPC_TASK_SUBDIRS=yes
+    hpc_job_begin; trap - EXIT; echo "$HPC_TASK_INDEX $HPC_CHECKPOINT_DIR"' _ "$REPO_ROOT" "$BATS_TEST_TMPDIR"
   [ "$status" -eq 0 ]
-  [ "${lines[-1]}" = 1008 ]
+  [ "${lines[-1]}" = "1008 $BATS_TEST_TMPDIR/e/checkpoints/task_1008" ]
 }

@@ -261,8 +261,10 @@ EOF
   printf '%s\n' 'echo a' '#hpc: --cpus 3 --gpus 1 --time 20' 'echo b' >"$PROJECT/c.txt"
   # salloc's command line as the session would run it (a session needs a terminal).
   salloc_argv() {
-    (cd "$PROJECT" && bash -c 'source hpc_files/job_submitter.sh; prepare "$PWD" "$@";
-      hpc_interactive_argv_to argv /rc; printf "%s\n" "${argv[@]}"' _ "$@")
+    # (the session's job: the chunk that runs the task, its settings in force)
+    (cd "$PROJECT" && bash -c 'source hpc_files/job_submitter.sh; prepare "$PWD" stamp "$@";
+      hpc_plan_chunk_of_to k "${J_DEBUG_TASKS[0]}"
+      hpc_plan_with_chunk "$k" hpc_interactive_argv_to argv /rc; printf "%s\n" "${argv[@]}"' _ "$@")
   }
   run --separate-stderr salloc_argv --interactive --configs c.txt --cpus 2 --task 1
   [ "$status" -eq 0 ] || { echo "$stderr"; return 1; }

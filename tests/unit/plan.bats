@@ -14,12 +14,21 @@ setup() {
 # plan ARGS...: the batch script for these options, with a fixed submission stamp and the
 # test's temporary folder written as @TMP@.
 plan() {
-  bash -c 'source "$1/hpc_files/job_submitter.sh"; p=$1; shift; prepare "$p" "$@";
-    hpc_submission_paths 20260101-000000-1; hpc_plan_script' _ "$PROJECT" "$@" |
+  bash -c 'source "$1/hpc_files/job_submitter.sh"; p=$1; shift;
+    prepare "$p" 20260101-000000-1 "$@"; hpc_plan_script 0' _ "$PROJECT" "$@" |
     sed "s|$BATS_TEST_TMPDIR|@TMP@|g"
 }
 
-# golden NAME ARGS...: the script for ARGS equals tests/unit/golden/NAME.sbatch.
+# plan_with_commands ARGS...: the batch script, then the commands file's lines: what the
+# job really runs (the final commands: count arguments, the torchrun rewrite).
+plan_with_commands() {
+  bash -c 'source "$1/hpc_files/job_submitter.sh"; p=$1; shift;
+    prepare "$p" 20260101-000000-1 "$@"; hpc_plan_script 0
+    printf "# ---- commands file (golden files only) ----\n"; printf "%s\n" "${J_COMMANDS[@]}"' \
+    _ "$PROJECT" "$@" | sed "s|$BATS_TEST_TMPDIR|@TMP@|g"
+}
+
+# golden NAME ARGS...: the script and commands for ARGS equal tests/unit/golden/NAME.sbatch.
 golden() {
   local name=$1 file
   shift
@@ -27,7 +36,7 @@ golden() {
   # The local profiles name the cluster's folder: the goldens hold the default one.
   (
     unset HPC_LOCAL_CLUSTER_DIR
-    plan "$@"
+    plan_with_commands "$@"
   ) >"$BATS_TEST_TMPDIR/$name.sbatch"
   if [[ -n ${UPDATE_GOLDEN:-} ]]; then
     cp "$BATS_TEST_TMPDIR/$name.sbatch" "$file"
@@ -145,7 +154,60 @@ golden() {
   scratch_is_empty
 }
 
+@test "golden: 2-node torchrun job: the command is rewritten at submission, count arguments included" {
+  printf '%s\n' 'OMP_NUM_THREADS=2 python -u examples/train.py --lr 0.1 # first' 'python -m pkg.train' \
+    >"$PROJECT/experiment_configurations.txt"
+  golden torchrun_2x2 --which-distributed torchrun --num-nodes 2 --procs-per-node 2 --time 30 \
+    --exp-name tr --devices-arg devices
+}
+
 @test "golden: 2-node Lightning job with 2 GPUs per node" {
   golden lightning_2x2 --which-distributed lightning --num-nodes 2 --gpus 2 --cpus 8 \
     --mem 32G --time 12:00:00 --exp-name ddp --cluster local --nodes-arg num_nodes
+}
+
+@test "the plan is final: the dry run, the scripts and the submission change no J_* value" {
+  mkdir -p "$PROJECT/.venv/bin" && : >"$PROJECT/.venv/bin/activate"
+  seq 0 24 | sed 's/^/python examples\/train.py --i /' >"$PROJECT/experiment_configurations.txt"
+  # shellcheck disable=SC2016 # the inner shell expands them
+  run --separate-stderr bash -c '
+    source "$1/hpc_files/job_submitter.sh"; p=$1; shift
+    HPC_MAX_ARRAY_SIZE=10 prepare "$p" 20260101-000000-1 "$@"
+    before=$(declare -p ${!J_*})
+    { hpc_plan_chunks_note; print_dry_run; for k in "${!J_CHUNKS[@]}"; do hpc_plan_script "$k"; done
+      hpc_submit_plan ids; hpc_print_submitted "${ids[@]}"; } >/dev/null
+    [[ $(declare -p ${!J_*}) == "$before" ]] && echo "unchanged, ${#ids[@]} chunks"' \
+    _ "$PROJECT" -d torchrun --devices-arg devices --max-parallel 3 -e fin
+  echo "$output $stderr"
+  [ "$status" -eq 0 ]
+  [ "$output" = "unchanged, 3 chunks" ]
+  [ "$(sbatch_calls)" -eq 3 ]
+}
+
+@test "chunk settings apply to that chunk's script only (the format resource blocks use)" {
+  # shellcheck disable=SC2016 # the inner shell expands them
+  run bash -c '
+    source "$1/hpc_files/job_submitter.sh"; p=$1; shift
+    prepare "$p" 20260101-000000-1 "$@"
+    J_CHUNKS+=("0"$'"'"'\t0\t1\tJ_TIME=00:30:00\tJ_PARTITION=big'"'"')
+    hpc_plan_script 1 | grep -E "^#SBATCH --(time|partition)="; echo "plan: $J_TIME/$J_PARTITION"
+    hpc_plan_script 0 | grep -c -- "--partition" || true' _ "$PROJECT" --time 10 -e blk
+  [ "$status" -eq 0 ]
+  [ "${lines[0]}" = '#SBATCH --partition="big"' ]
+  [ "${lines[1]}" = '#SBATCH --time="00:30:00"' ]
+  [ "${lines[2]}" = "plan: 10/" ]
+  [ "${lines[3]}" = 0 ]
+}
+
+@test "job-side settings from the submitting environment are written into the script, checked once" {
+  HPC_REQUEUE_MARGIN=20 HPC_REQUEUE_ON_TERM=yes HPC_LIGHTNING_HOOK=no run --separate-stderr \
+    submitter --dry-run -d lightning -e s
+  [ "$status" -eq 0 ]
+  grep -qx "export HPC_REQUEUE_MARGIN='20'" <<<"$output"
+  grep -qx "export HPC_REQUEUE_ON_TERM='yes'" <<<"$output"
+  grep -qx "export HPC_LIGHTNING_HOOK='no'" <<<"$output"
+  grep -qx "export HPC_PREEMPT_WATCH='yes'" <<<"$output"
+  HPC_REQUEUE_ON_TERM=maybe refused "HPC_REQUEUE_ON_TERM='maybe' is not yes, no or auto" -e s
+  [ "$status" -eq 2 ]
+  HPC_REQUEUE_MARGIN=15s refused "HPC_REQUEUE_MARGIN='15s' is not a whole number of seconds" -e s
 }

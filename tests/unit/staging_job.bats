@@ -51,8 +51,9 @@ job() {
 }
 
 @test "an array task copies to its own subfolder" {
+  # An array's batch script says HPC_TASK_SUBDIRS=yes (hpc_files/lib/plan.sh).
   printf 'true\ntrue\n' >"$HPC_COMMANDS_FILE"
-  SLURM_ARRAY_TASK_ID=1 SLURM_ARRAY_TASK_COUNT=2 job 'echo t1 >"$HPC_RESULTS_DIR/t.txt"'
+  HPC_TASK_SUBDIRS=yes SLURM_ARRAY_TASK_ID=1 SLURM_ARRAY_TASK_COUNT=2 job 'echo t1 >"$HPC_RESULTS_DIR/t.txt"'
   [ "$status" -eq 0 ]
   [ "$(cat "$DEST/task_1/t.txt")" = t1 ]
 }

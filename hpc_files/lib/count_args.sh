@@ -142,17 +142,19 @@ hpc_torchrun_line_to() {
   _tr="${env_prefix}torchrun $opts $rest"
 }
 
-# hpc_torchrun_commands [INDEX...]: with the torchrun launcher, every J_COMMANDS line (the
-# lines INDEX... only: a resource block's, blocks.sh) as its torchrun line (after the count
-# arguments, which go to the script).
+# hpc_torchrun_commands [--check] [INDEX...]: with the torchrun launcher, every J_COMMANDS
+# line (the lines INDEX... only: a resource block's, blocks.sh) as its torchrun line (after
+# the count arguments, which go to the script); with --check, only refuse a line that has
+# not the form (hpc_validate_commands), rewriting nothing.
 hpc_torchrun_commands() {
   [[ $J_LAUNCHER == torchrun ]] || return 0
-  local k out
+  local k out check=0
+  [[ ${1:-} != --check ]] || { check=1; shift; }
   local -a which=("$@")
   (($#)) || which=("${!J_COMMANDS[@]}")
   for k in "${which[@]}"; do
     hpc_torchrun_line_to out "${J_COMMANDS[k]}" ||
       die "command $((k + 1)) is not 'python script.py ...' or 'python -m module ...', which the torchrun launcher turns into 'torchrun ... script.py ...': ${J_COMMANDS[k]}"
-    J_COMMANDS[k]=$out
+    ((check)) || J_COMMANDS[k]=$out
   done
 }

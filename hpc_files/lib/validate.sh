@@ -226,14 +226,7 @@ hpc_settle_paths() {
 # hpc_read_configs): torchrun's form, read by the one parser that rewrites the lines later
 # (count_args.sh); of the commands INDEX... only (a resource block's: blocks.sh), else all.
 hpc_validate_commands() {
-  [[ $J_LAUNCHER == torchrun ]] || return 0
-  local k out
-  local -a which=("$@")
-  (($#)) || which=("${!J_COMMANDS[@]}")
-  for k in "${which[@]}"; do
-    hpc_torchrun_line_to out "${J_COMMANDS[k]}" ||
-      die "command $((k + 1)) is not 'python script.py ...' or 'python -m module ...', which the torchrun launcher turns into 'torchrun ... script.py ...': ${J_COMMANDS[k]}"
-  done
+  hpc_torchrun_commands --check "$@"
 }
 
 # hpc_check_scripts_exist: a "python script.py ..." line whose script is not in the project

@@ -91,7 +91,7 @@ refused() {
 
 @test "--every takes Nd, Nh or Nm from 10 minutes to 366 days, and nothing else" {
   local bad
-  refused 2 "option --every needs a value" --cluster local-lab --every=
+  refused 2 "option --every was given an empty value" --cluster local-lab --every=
   for bad in 1x 1 d 1.5h -1d 0d 5m 9m 367d 1d2h ' 1d' 1D; do
     refused 2 "--every '$bad'" --cluster local-lab "--every=$bad"
   done

@@ -211,3 +211,16 @@ spec_agrees_with() {
   run --separate-stderr hpc_options_use twice_spec
   [[ $stderr == *"--a is in two rows"* ]]
 }
+
+@test "README's Layout names every file of the toolkit" {
+  local layout f missing=0
+  layout=$(sed -n '/^## Layout$/,/^## /p' "$REPO_ROOT/README.md")
+  [ -n "$layout" ]
+  while IFS= read -r f; do
+    f=${f#hpc_files/lib/} f=${f#*/}
+    [[ $f != */* ]] || f=${f%%/*}/ # a subfolder is named as a whole (clusters/, local_slurm/)
+    [[ $layout == *"\`$f\`"* ]] || { echo "README's Layout does not name $f" && missing=1; }
+  done < <(git -C "$REPO_ROOT" ls-files hpc_files plai_cleanups singularity_hpc_files \
+    virtual_env_hpc_files examples)
+  ((missing == 0))
+}

@@ -52,22 +52,14 @@ source "$HPC_TOOLKIT_DIR/lib/options.sh"
 # The options: one row each (the format is in hpc_files/lib/options.sh, whose parser reads it).
 # shellcheck disable=SC2016 # the help texts name variables ($SCRATCH), not expand them
 cleanup_options() {
-  hpc_option -C --cluster value PROFILE OPT_CLUSTER '$HPC_CLUSTER, else generic' \
-    'cluster profile: a name in hpc_files/clusters/ or a path to a .conf'
-  hpc_option -p --partition value NAME OPT_PARTITION "the profile's, else the cluster's default partition" \
-    'the partition whose nodes to clean (one partition)'
-  hpc_option -A --account value NAME OPT_ACCOUNT "the profile's" \
-    'Slurm account for the cleanup jobs'
-  hpc_option - --every value INTERVAL OPT_EVERY '' \
-    'run again every INTERVAL: a number and d, h or m (1d, 12h, 30m), from 10m to 366d; one schedule per partition and user'
-  hpc_option - --replace flag '' OPT_REPLACE '' \
-    'with --every: replace the schedule already there'
-  hpc_option -n --dry-run flag '' OPT_DRY_RUN '' \
-    'the jobs only list what they would remove; nothing is removed'
-  hpc_option - --log-dir value DIR OPT_LOG_DIR '$SCRATCH/hpc_outputs/cleanup' \
-    'folder of the log, on the shared filesystem'
-  hpc_option -h --help flag '' OPT_HELP '' \
-    'this help'
+  hpc_option -C --cluster value PROFILE OPT_CLUSTER '$HPC_CLUSTER, else generic' 'cluster profile: a name in hpc_files/clusters/ or a path to a .conf'
+  hpc_option -p --partition value NAME OPT_PARTITION "the profile's, else the cluster's default partition" 'the partition whose nodes to clean (one partition)'
+  hpc_option -A --account value NAME OPT_ACCOUNT "the profile's" 'Slurm account for the cleanup jobs'
+  hpc_option - --every value INTERVAL OPT_EVERY '' 'run again every INTERVAL: a number and d, h or m (1d, 12h, 30m), from 10m to 366d; one schedule per partition and user'
+  hpc_option - --replace flag '' OPT_REPLACE '' 'with --every: replace the schedule already there'
+  hpc_option -n --dry-run flag '' OPT_DRY_RUN '' 'the jobs only list what they would remove; nothing is removed'
+  hpc_option - --log-dir value DIR OPT_LOG_DIR '$SCRATCH/hpc_outputs/cleanup' 'folder of the log, on the shared filesystem'
+  hpc_option -h --help flag '' OPT_HELP '' 'this help'
 }
 
 parse_options() {

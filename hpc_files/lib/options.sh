@@ -26,100 +26,56 @@
 # shellcheck disable=SC2016 # the help texts name variables ($SCRATCH), not expand them
 hpc_submit_options() {
   hpc_option_section 'Resources:'
-  hpc_option -g --gpus value N OPT_GPUS 0 \
-    'GPUs per node; 0 is a CPU job'
-  hpc_option - --gpu-type value TYPE OPT_GPU_TYPE any \
-    'GPU model, e.g. v100l, a100 (--gres=gpu:TYPE:N); needs --gpus'
-  hpc_option -c --cpus value N OPT_CPUS "profile's CPUs per task x processes per node" \
-    "CPUs per node, shared evenly by the node's tasks"
-  hpc_option -m --mem value SIZE OPT_MEM "Slurm's" \
-    'memory per node: a number with K, M, G or T (no unit: MB), e.g. 16G'
-  hpc_option - --mem-per-gpu value SIZE OPT_MEM_PER_GPU '' \
-    'memory per GPU instead of --mem'
-  hpc_option -t --time value TIME OPT_TIME 'profile (01:00:00)' \
-    'wall time: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS'
-  hpc_option -N --num-nodes,--nodes value N OPT_NODES 1 \
-    'nodes; more than 1 needs --which-distributed'
-  hpc_option -d --which-distributed value L OPT_LAUNCHER none \
-    'launcher: none, lightning, torchrun, script, dask'
-  hpc_option - --procs-per-node value N OPT_PROCS_PER_NODE 1 \
-    'CPU jobs of a distributed launcher: processes per node (with GPUs: one per GPU)'
-  hpc_option -A --account value NAME OPT_ACCOUNT profile \
-    'Slurm account (e.g. def-supervisor)'
-  hpc_option -p --partition value NAME OPT_PARTITION profile \
-    'Slurm partition (or a comma list)'
-  hpc_option - --max-parallel value N OPT_MAX_PARALLEL profile \
-    'at most N array tasks at once (--array=...%N)'
-  hpc_option - --sbatch-option append OPT OPT_SBATCH_OPTIONS '' \
-    'any other sbatch option as one word, e.g. --sbatch-option=--qos=high (repeatable; becomes an #SBATCH line)'
+  hpc_option -g --gpus value N OPT_GPUS 0 'GPUs per node; 0 is a CPU job'
+  hpc_option - --gpu-type value TYPE OPT_GPU_TYPE any 'GPU model, e.g. v100l, a100 (--gres=gpu:TYPE:N); needs --gpus'
+  hpc_option -c --cpus value N OPT_CPUS "profile's CPUs per task x processes per node" "CPUs per node, shared evenly by the node's tasks"
+  hpc_option -m --mem value SIZE OPT_MEM "Slurm's" 'memory per node: a number with K, M, G or T (no unit: MB), e.g. 16G'
+  hpc_option - --mem-per-gpu value SIZE OPT_MEM_PER_GPU '' 'memory per GPU instead of --mem'
+  hpc_option -t --time value TIME OPT_TIME 'profile (01:00:00)' 'wall time: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS'
+  hpc_option -N --num-nodes,--nodes value N OPT_NODES 1 'nodes; more than 1 needs --which-distributed'
+  hpc_option -d --which-distributed value L OPT_LAUNCHER none 'launcher: none, lightning, torchrun, script, dask'
+  hpc_option - --procs-per-node value N OPT_PROCS_PER_NODE 1 'CPU jobs of a distributed launcher: processes per node (with GPUs: one per GPU)'
+  hpc_option -A --account value NAME OPT_ACCOUNT profile 'Slurm account (e.g. def-supervisor)'
+  hpc_option -p --partition value NAME OPT_PARTITION profile 'Slurm partition (or a comma list)'
+  hpc_option - --max-parallel value N OPT_MAX_PARALLEL profile 'at most N array tasks at once (--array=...%N)'
+  hpc_option - --sbatch-option append OPT OPT_SBATCH_OPTIONS '' 'any other sbatch option as one word, e.g. --sbatch-option=--qos=high (repeatable; becomes an #SBATCH line)'
 
   hpc_option_section 'What to run:'
-  hpc_option -e --exp-name value NAME OPT_EXP_NAME default \
-    'experiment name: names the job, its logs and $SCRATCH/<project>/NAME/'
-  hpc_option -f --configs value FILE OPT_CONFIGS '<project>/experiment_configurations.txt' \
-    'the commands file: one command per line, one line per array task'
-  hpc_option - --nodes-arg value NAME OPT_NODES_ARG 'not passed' \
-    'also pass the node count to your program as --NAME N (e.g. num_nodes)'
-  hpc_option - --devices-arg value NAME OPT_DEVICES_ARG 'not passed' \
-    'also pass the processes per node as --NAME N (e.g. devices)'
-  hpc_option - --venv value 'PATH|none' OPT_VENV '<project>/.venv' \
-    "the project's virtual environment; none = the node's python"
-  hpc_option - --setup-venv flag '' OPT_SETUP_VENV '' \
-    'first build the venv from requirements.txt in a job of its own; the experiments wait for it (--dependency=afterok)'
-  hpc_option - --data list 'PATH...' OPT_DATA '' \
-    "stage these files/folders (relative to \$SCRATCH/<project>) to every node's local disk: the same paths under \$SLURM_TMPDIR"
-  hpc_option - --results-dir value 'DIR|none' OPT_RESULTS_DIR results \
-    'results folder under $SLURM_TMPDIR ($HPC_RESULTS_DIR), copied back to $SCRATCH/<project>/EXP/results'
-  hpc_option - --sync-every value MINUTES OPT_SYNC_EVERY 'only at the end' \
-    'also copy the results back every MINUTES (e.g. 10, or 0.5)'
-  hpc_option -s --singularity-container value IMAGE OPT_CONTAINER '' \
-    'run the commands in this Singularity/Apptainer image (.sif file or sandbox folder)'
-  hpc_option - --container-to-local flag '' OPT_CONTAINER_TO_LOCAL '' \
-    "copy the image to each node's local disk first"
+  hpc_option -e --exp-name value NAME OPT_EXP_NAME default 'experiment name: names the job, its logs and $SCRATCH/<project>/NAME/'
+  hpc_option -f --configs value FILE OPT_CONFIGS '<project>/experiment_configurations.txt' 'the commands file: one command per line, one line per array task'
+  hpc_option - --nodes-arg value NAME OPT_NODES_ARG 'not passed' 'also pass the node count to your program as --NAME N (e.g. num_nodes)'
+  hpc_option - --devices-arg value NAME OPT_DEVICES_ARG 'not passed' 'also pass the processes per node as --NAME N (e.g. devices)'
+  hpc_option - --venv value 'PATH|none' OPT_VENV '<project>/.venv' "the project's virtual environment; none = the node's python"
+  hpc_option - --setup-venv flag '' OPT_SETUP_VENV '' 'first build the venv from requirements.txt in a job of its own; the experiments wait for it (--dependency=afterok)'
+  hpc_option - --data list 'PATH...' OPT_DATA '' "stage these files/folders (relative to \$SCRATCH/<project>) to every node's local disk: the same paths under \$SLURM_TMPDIR"
+  hpc_option - --results-dir value 'DIR|none' OPT_RESULTS_DIR results 'results folder under $SLURM_TMPDIR ($HPC_RESULTS_DIR), copied back to $SCRATCH/<project>/EXP/results'
+  hpc_option - --sync-every value MINUTES OPT_SYNC_EVERY 'only at the end' 'also copy the results back every MINUTES (e.g. 10, or 0.5)'
+  hpc_option -s --singularity-container value IMAGE OPT_CONTAINER '' 'run the commands in this Singularity/Apptainer image (.sif file or sandbox folder)'
+  hpc_option - --container-to-local flag '' OPT_CONTAINER_TO_LOCAL '' "copy the image to each node's local disk first"
 
   hpc_option_section 'W&B sweeps (instead of the commands file; README.md, "Sweeps"):'
-  hpc_option - --wandb-sweepid value ENTITY/PROJECT/ID OPT_SWEEPID '' \
-    'run wandb agent for this sweep, one per array task; submit again to add agents to the same sweep'
-  hpc_option - --num-agents value N OPT_NUM_AGENTS 1 \
-    'agents (online), or runs (offline random/bayes)'
-  hpc_option - --runs-per-agent value N OPT_RUNS_PER_AGENT 1 \
-    'runs per agent (wandb agent --count N)'
-  hpc_option - --agent-stagger value SECONDS OPT_AGENT_STAGGER 2 \
-    'agents starting together wait i x SECONDS'
-  hpc_option - --agents-per-gpu flag '' OPT_AGENTS_PER_GPU '' \
-    'one job, one agent per GPU of every node (--gpus, -N)'
-  hpc_option - --sweep value FILE OPT_SWEEP_FILE '' \
-    'run a W&B sweep file offline (no W&B server): task i runs point i; upload later with hpc sweep sync ID'
-  hpc_option - --resume-sweep value ID OPT_RESUME_SWEEP '' \
-    'run again the points of offline sweep ID that did not finish'
+  hpc_option - --wandb-sweepid value ENTITY/PROJECT/ID OPT_SWEEPID '' 'run wandb agent for this sweep, one per array task; submit again to add agents to the same sweep'
+  hpc_option - --num-agents value N OPT_NUM_AGENTS 1 'agents (online), or runs (offline random/bayes)'
+  hpc_option - --runs-per-agent value N OPT_RUNS_PER_AGENT 1 'runs per agent (wandb agent --count N)'
+  hpc_option - --agent-stagger value SECONDS OPT_AGENT_STAGGER 2 'agents starting together wait i x SECONDS'
+  hpc_option - --agents-per-gpu flag '' OPT_AGENTS_PER_GPU '' 'one job, one agent per GPU of every node (--gpus, -N)'
+  hpc_option - --sweep value FILE OPT_SWEEP_FILE '' 'run a W&B sweep file offline (no W&B server): task i runs point i; upload later with hpc sweep sync ID'
+  hpc_option - --resume-sweep value ID OPT_RESUME_SWEEP '' 'run again the points of offline sweep ID that did not finish'
 
   hpc_option_section 'Behaviour:'
-  hpc_option -C --cluster value PROFILE OPT_CLUSTER '$HPC_CLUSTER, else generic' \
-    'cluster profile: a name in hpc_files/clusters/ or a path'
-  hpc_option - --signal-grace value SECONDS OPT_SIGNAL_GRACE 'profile (120; at most half the wall time unless given)' \
-    'warn the job (SIGUSR1) this long before its wall time, so it can checkpoint before it is requeued'
-  hpc_option - --max-restarts value N OPT_MAX_RESTARTS 'profile (10)' \
-    'requeue at most N times'
-  hpc_option - --no-requeue flag '' OPT_NO_REQUEUE '' \
-    'never requeue: the job just ends at its wall time'
-  hpc_option -n --dry-run flag '' OPT_DRY_RUN '' \
-    'print the batch script(s), the commands and the exact sbatch command line; write and submit nothing'
-  hpc_option - --snapshot flag '' OPT_SNAPSHOT '' \
-    "run the job from a copy of the project's git-tracked files made at submission (edits made while it waits change nothing it runs)"
-  hpc_option - --mail flag '' OPT_MAIL '' \
-    "Slurm mails at the job's end and failure (--mail-type=END,FAIL) to \$HPC_MAIL_USER, else the profile's HPC_DEFAULT_MAIL_USER"
-  hpc_option - --local flag '' OPT_LOCAL '' \
-    'run the job on this machine without Slurm, to debug it before the queue: the same batch script, venv and --data staging, each line in the foreground with its exit code; one node'
-  hpc_option - --interactive flag '' OPT_INTERACTIVE '' \
-    "a shell on a compute node with the job's resources and environment (salloc + srun --pty)"
-  hpc_option - --task value I OPT_TASK 'every line (--local)' \
-    'with --local or --interactive: only array task I (line I+1 of the configs file)'
-  hpc_option - --port value N OPT_PORT '' \
-    'with --interactive: print the ssh -L N:NODE:N LOGIN line to reach port N of the node (TensorBoard, Jupyter)'
-  hpc_option -y --yes flag '' OPT_YES '' \
-    'do not ask before submitting an array of more than 100 tasks (only ever asked on a terminal)'
-  hpc_option -h --help flag '' OPT_HELP '' \
-    'this help'
+  hpc_option -C --cluster value PROFILE OPT_CLUSTER '$HPC_CLUSTER, else generic' 'cluster profile: a name in hpc_files/clusters/ or a path'
+  hpc_option - --signal-grace value SECONDS OPT_SIGNAL_GRACE 'profile (120; at most half the wall time unless given)' 'warn the job (SIGUSR1) this long before its wall time, so it can checkpoint before it is requeued'
+  hpc_option - --max-restarts value N OPT_MAX_RESTARTS 'profile (10)' 'requeue at most N times'
+  hpc_option - --no-requeue flag '' OPT_NO_REQUEUE '' 'never requeue: the job just ends at its wall time'
+  hpc_option -n --dry-run flag '' OPT_DRY_RUN '' 'print the batch script(s), the commands and the exact sbatch command line; write and submit nothing'
+  hpc_option - --snapshot flag '' OPT_SNAPSHOT '' "run the job from a copy of the project's git-tracked files made at submission (edits made while it waits change nothing it runs)"
+  hpc_option - --mail flag '' OPT_MAIL '' "Slurm mails at the job's end and failure (--mail-type=END,FAIL) to \$HPC_MAIL_USER, else the profile's HPC_DEFAULT_MAIL_USER"
+  hpc_option - --local flag '' OPT_LOCAL '' 'run the job on this machine without Slurm, to debug it before the queue: the same batch script, venv and --data staging, each line in the foreground with its exit code; one node'
+  hpc_option - --interactive flag '' OPT_INTERACTIVE '' "a shell on a compute node with the job's resources and environment (salloc + srun --pty)"
+  hpc_option - --task value I OPT_TASK 'every line (--local)' 'with --local or --interactive: only array task I (line I+1 of the configs file)'
+  hpc_option - --port value N OPT_PORT '' 'with --interactive: print the ssh -L N:NODE:N LOGIN line to reach port N of the node (TensorBoard, Jupyter)'
+  hpc_option -y --yes flag '' OPT_YES '' 'do not ask before submitting an array of more than 100 tasks (only ever asked on a terminal)'
+  hpc_option -h --help flag '' OPT_HELP '' 'this help'
 }
 
 # hpc_parse_options ARGS...: job_submitter.sh's command line into its OPT_* variables.

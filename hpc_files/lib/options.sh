@@ -181,8 +181,9 @@ hpc_options_parse() {
     if [[ $opt == --*=* ]]; then
       value=${opt#*=} opt=${opt%%=*} inline=1
     fi
-    i=${_HPC_OPT_INDEX[$opt]:-}
-    if [[ -z $i || $opt != -* ]]; then
+    i=""
+    [[ $opt != -* ]] || i=${_HPC_OPT_INDEX[$opt]:-} # (an empty word is no subscript)
+    if [[ -z $i ]]; then
       if [[ $opt == -* ]]; then
         local hint
         _opt_suggest_to hint "$opt"

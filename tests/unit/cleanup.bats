@@ -84,6 +84,7 @@ refused() {
 @test "unknown options, stray words and missing values are usage errors (exit 2)" {
   refused 2 "unknown option: --nodes" --cluster local-lab --nodes 2
   refused 2 "unexpected argument: node1" --cluster local-lab node1
+  refused 2 "unexpected argument: " --cluster local-lab ""
   refused 2 "option --partition needs a value" --cluster local-lab --partition
   refused 2 "option --every needs a value" --cluster local-lab --every --dry-run
   refused 2 "option --dry-run takes no value" --cluster local-lab --dry-run=yes

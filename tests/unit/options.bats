@@ -44,6 +44,12 @@ setup() {
   [ "$status" -eq 2 ]
   [[ $stderr == *"unexpected argument: python"* ]]
   [[ $stderr == *"experiment_configurations.txt"* ]]
+  run --separate-stderr submitter ""
+  [ "$status" -eq 2 ]
+  [[ $stderr == *"unexpected argument: "* ]]
+  run --separate-stderr submitter -
+  [ "$status" -eq 2 ]
+  [[ $stderr == *"unknown option: -"* ]]
 }
 
 @test "an option without its value is an error" {

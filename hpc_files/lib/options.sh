@@ -7,6 +7,8 @@
 # (hpc_options_parse, hpc_options_reset), the "did you mean" list, the options part of
 # `--help` (hpc_options_usage puts the table where the file header says "# @options"), and
 # the README check (tests/unit/options.bats: README's Options table and `--help` agree).
+# The rbenv-style help stays in the file header of job_submitter.sh (summary, usage, notes);
+# its options part is not a copy but this table, printed in its place: nothing to keep in step.
 #
 # Adding an option is ONE row here (and its line in README's Options table, which the test
 # above demands):
@@ -113,10 +115,14 @@ hpc_option() {
   esac
   _HPC_OPT_SHORT[i]=${1#-} _HPC_OPT_LONGS[i]=${2//,/ } _HPC_OPT_KIND[i]=$3 _HPC_OPT_ARG[i]=$4
   _HPC_OPT_VAR[i]=$5 _HPC_OPT_DEFAULT[i]=$6 _HPC_OPT_HELP[i]=$7
-  [[ $1 == - ]] || _HPC_OPT_INDEX[$1]=$i
+  if [[ $1 != - ]]; then
+    [[ $1 =~ ^-[A-Za-z]$ && -z ${_HPC_OPT_INDEX[$1]:-} ]] || die "option spec: short form '$1' of $2 is not -X, or is in two rows"
+    _HPC_OPT_INDEX[$1]=$i
+  fi
   local -a longs
   read -ra longs <<<"${_HPC_OPT_LONGS[i]}"
   for name in "${longs[@]}"; do
+    [[ $name == --?* ]] || die "option spec: '$name' is not a long option (--name)"
     [[ -z ${_HPC_OPT_INDEX[$name]:-} ]] || die "option spec: $name is in two rows"
     _HPC_OPT_INDEX[$name]=$i
   done

@@ -83,11 +83,6 @@ def expand_range(spec: str) -> list[int]:
     return out
 
 
-def count_range(spec: str) -> int:
-    """How many tasks an array range names (at least 1 for a form we do not know)."""
-    return len(expand_range(spec)) or 1
-
-
 def _keys(job_col: str, wanted: set[str]) -> list[Key]:
     m = _JOB_ID.fullmatch(job_col.strip())
     if m is None or m["job"] not in wanted:

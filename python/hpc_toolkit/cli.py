@@ -317,9 +317,7 @@ def version() -> None:
     typer.echo(__version__)
 
 
-# Command groups from their own modules go here, e.g.:
-#   from hpc_toolkit.sweep import app as sweep_app
-#   app.add_typer(sweep_app, name="sweep")
+# Command groups from their own modules (each a console.command_app) are added here.
 from hpc_toolkit.sweep.cli import app as sweep_app  # noqa: E402
 
 app.add_typer(sweep_app, name="sweep")

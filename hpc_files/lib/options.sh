@@ -120,9 +120,9 @@ hpc_option() {
     [[ $1 =~ ^-[A-Za-z]$ && -z ${_HPC_OPT_INDEX[$1]:-} ]] || die "option spec: short form '$1' of $2 is not -X, or is in two rows"
     _HPC_OPT_INDEX[$1]=$i
   fi
-  local -a longs
-  read -ra longs <<<"${_HPC_OPT_LONGS[i]}"
-  for name in "${longs[@]}"; do
+  local rest=$2,
+  while [[ -n $rest ]]; do # (no here-string: this runs for every row, on every start)
+    name=${rest%%,*} rest=${rest#*,}
     [[ $name == --?* ]] || die "option spec: '$name' is not a long option (--name)"
     [[ -z ${_HPC_OPT_INDEX[$name]:-} ]] || die "option spec: $name is in two rows"
     _HPC_OPT_INDEX[$name]=$i
@@ -302,7 +302,6 @@ _opt_suggest_to() {
 # "  -g, --gpus N   help (default: D)", wrapped at 92 columns.
 hpc_options_help() {
   local i form text word line width=28 first=1 pad
-  local -a words
   printf -v pad '%*s' $((width + 3)) ''
   for i in "${!_HPC_OPT_KIND[@]}"; do
     if [[ ${_HPC_OPT_KIND[i]} == section ]]; then
@@ -321,8 +320,10 @@ hpc_options_help() {
     else
       printf -v line '  %-*s ' "$width" "$form"
     fi
-    read -ra words <<<"$text"
-    for word in "${words[@]}"; do
+    text+=" "
+    while [[ -n $text ]]; do
+      word=${text%% *} text=${text#* }
+      [[ -n $word ]] || continue
       if ((${#line} > ${#pad} && ${#line} + ${#word} + 1 > 92)); then
         printf '%s\n' "${line% }"
         line=$pad

@@ -23,8 +23,7 @@
 #
 # Other parsers reuse it: `hpc_options_use SPEC_FUNCTION`, then `hpc_options_reset`, then
 # `hpc_options_parse WORD...` as often as needed (it never resets, so the words of a file line
-# and then the command line can be parsed in turn into the same OPT_* variables);
-# `hpc_option_lookup_to` gives an option's variable and kind.
+# and then the command line can be parsed in turn into the same OPT_* variables).
 
 # shellcheck disable=SC2016 # the help texts name variables ($SCRATCH), not expand them
 hpc_submit_options() {
@@ -134,17 +133,6 @@ hpc_option_section() {
   local i=${#_HPC_OPT_KIND[@]}
   _HPC_OPT_KIND[i]=section _HPC_OPT_HELP[i]=$1
   _HPC_OPT_SHORT[i]="" _HPC_OPT_LONGS[i]="" _HPC_OPT_ARG[i]="" _HPC_OPT_VAR[i]="" _HPC_OPT_DEFAULT[i]=""
-}
-
-# hpc_option_lookup_to VAR KIND SPELLING: the variable and kind (flag, value, list, append) of
-# the loaded spec's option SPELLING (-g, --gpus, --nodes); returns 1 when there is none. For
-# code that takes a subset of the options (a directive line) without a list of its own.
-hpc_option_lookup_to() {
-  local -n _var=$1 _kind=$2
-  local i=""
-  [[ $3 != -* ]] || i=${_HPC_OPT_INDEX[$3]:-}
-  [[ -n $i ]] || return 1
-  _var=${_HPC_OPT_VAR[i]} _kind=${_HPC_OPT_KIND[i]}
 }
 
 # hpc_options_reset: every variable of the loaded spec to "not given" (0, "" or no items).

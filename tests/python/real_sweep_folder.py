@@ -22,7 +22,7 @@ WRITE = """
 source "$1/hpc_files/lib/hpc_lib.sh" && source "$1/hpc_files/lib/sweep.sh" || exit 9
 J_SWEEP_KIND=offline J_SWEEP_DIR=$2 J_SWEEP_ID=$3 J_SWEEP_INFO=$4 OPT_SWEEP_FILE=$5
 hpc_sweep_write
-HPC_SWEEP_WRITTEN_DIR=""
+hpc_keep_at_exit "$HPC_SWEEP_WRITTEN_DIR"
 """
 
 

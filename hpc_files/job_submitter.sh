@@ -7,76 +7,7 @@
 # task i running line i) on the cluster, in the project's virtual environment.
 # --gpus, --cpus and --mem are per node.
 #
-# Resources:
-#   -g, --gpus N                 GPUs per node (default 0: a CPU job)
-#       --gpu-type TYPE          GPU model, e.g. v100l, a100 (needs --gpus)
-#   -c, --cpus N                 CPUs per node (default: profile's CPUs per task x tasks)
-#   -m, --mem SIZE               memory per node, e.g. 16G, 500M (no unit: megabytes)
-#       --mem-per-gpu SIZE       memory per GPU instead of --mem
-#   -t, --time TIME              wall time: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS
-#   -N, --num-nodes, --nodes N   nodes (more than 1 needs --which-distributed)
-#   -d, --which-distributed L    launcher: none (default), lightning, torchrun, script, dask
-#   -A, --account NAME           Slurm account (e.g. def-supervisor)
-#   -p, --partition NAME         Slurm partition
-#       --max-parallel N         at most N array tasks at once (%N)
-#       --procs-per-node N       CPU jobs of a distributed launcher: processes per node
-#                                (default 1; with GPUs it is one per GPU)
-#       --sbatch-option OPT      any other sbatch option, e.g. --sbatch-option=--qos=high
-#                                (repeatable; becomes an #SBATCH line)
-#
-# What to run:
-#   -e, --exp-name NAME          experiment name: names the job, its logs and folders
-#   -f, --configs FILE           commands file (default: <project>/experiment_configurations.txt);
-#                                a line '#hpc: OPTIONS' in it sets options for the lines below
-#                                (resources, time ...: README.md, "Experiment configurations")
-#       --nodes-arg NAME         also pass the node count as '--NAME N' (e.g. num_nodes)
-#       --devices-arg NAME       also pass the processes per node as '--NAME N' (e.g. devices)
-#       --venv PATH|none         project virtual environment (default: <project>/.venv)
-#       --setup-venv             first build the venv from requirements.txt in a job of its
-#                                own; the experiments wait for it (--dependency=afterok)
-#       --data PATH...           stage these files/folders (relative to $SCRATCH/<project>)
-#                                to every node's local disk: same paths under $SLURM_TMPDIR
-#       --results-dir DIR|none   results folder, copied back to $SCRATCH/<project>/<exp>/results
-#                                (default: results, i.e. $SLURM_TMPDIR/results = $HPC_RESULTS_DIR)
-#       --sync-every MINUTES     also copy the results back every MINUTES (e.g. 10, or 0.5)
-#   -s, --singularity-container IMAGE
-#                                run the commands inside this Singularity/Apptainer image
-#                                (.sif file or sandbox folder; README.md, "Containers")
-#       --container-to-local     copy the image to each node's local disk before the run
-#
-# W&B sweeps (instead of the commands file; README.md, "Sweeps"):
-#       --wandb-sweepid E/P/ID   run `wandb agent` for sweep ENTITY/PROJECT/ID, one per array
-#                                task; submit again to add agents to the same sweep
-#       --num-agents N           how many agents (online), or runs (offline random/bayes)
-#       --runs-per-agent N       runs each agent does, `wandb agent --count N` (default 1)
-#       --agent-stagger SECONDS  agents starting together wait i x SECONDS (default 2)
-#       --agents-per-gpu         one job, one agent per GPU of every node (--gpus, -N)
-#       --sweep FILE             run a W&B sweep file offline: no W&B server needed, task i
-#                                runs point i; upload later with `hpc sweep sync ID`
-#       --resume-sweep ID        run again the points of offline sweep ID that did not finish
-#
-# Behaviour:
-#   -C, --cluster PROFILE        cluster profile: a name in hpc_files/clusters/ or a path
-#                                (default: $HPC_CLUSTER, else generic)
-#       --signal-grace SECONDS   warn the job this long before its wall time (SIGUSR1) so it
-#                                can checkpoint before it is requeued (default 120)
-#       --max-restarts N         requeue at most N times (default 10)
-#       --no-requeue             never requeue: the job just ends at its wall time
-#   -n, --dry-run                print the batch script, the commands and the sbatch
-#                                command line; write and submit nothing
-#       --snapshot               run the job from a copy of the project's git-tracked files
-#                                made now (edits while it waits change nothing it runs)
-#       --mail                   Slurm mails at the job's end and failure ($HPC_MAIL_USER,
-#                                else the profile's HPC_DEFAULT_MAIL_USER)
-#       --local                  run the job here, without Slurm, to debug it before the
-#                                queue: the same batch script, venv and --data staging, each
-#                                line in the foreground with its exit code (one node)
-#       --interactive            a shell on a compute node with the job's resources and
-#                                environment (salloc + srun --pty); prints the command
-#       --task I                 with --local/--interactive: only array task I (line I+1)
-#       --port N                 with --interactive: print the ssh -L tunnel to port N
-#   -y, --yes                    do not ask before submitting large arrays
-#   -h, --help                   this help
+# @options: one row each in hpc_submit_options (hpc_files/lib/options.sh), listed here by --help
 #
 # Options take their value as the next word or after '=' (--gpus=2). Environment:
 # SCRATCH (required), HPC_CLUSTER, HPC_VENV, HPC_PROJECT_NAME, HPC_QUIET, HPC_MAIL_USER.
@@ -87,7 +18,8 @@ HPC_PROG=job_submitter.sh
 HPC_CONFIRM_ABOVE=${HPC_CONFIRM_ABOVE:-100}
 
 usage() {
-  print_usage_header "${BASH_SOURCE[0]}"
+  hpc_options_use hpc_submit_options
+  hpc_options_usage "${BASH_SOURCE[0]}"
 }
 
 # confirm_large_array N: on a terminal, ask before submitting N tasks (never blocks a

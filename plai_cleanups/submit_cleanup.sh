@@ -11,17 +11,7 @@
 # no other user's files, no links followed, no other filesystem (see README.md, "Cleaning node-local scratch").
 #
 # Options:
-#   -C, --cluster PROFILE   cluster profile: a name in hpc_files/clusters/ or a path
-#                           (default: $HPC_CLUSTER, else generic)
-#   -p, --partition NAME    the partition whose nodes to clean (default: the profile's,
-#                           else the cluster's default partition)
-#   -A, --account NAME      Slurm account for the cleanup jobs (default: the profile's)
-#       --every INTERVAL    run again every INTERVAL: a number and d, h or m (1d, 12h,
-#                           30m; at least 10m). One schedule per partition and user.
-#       --replace           with --every: replace the schedule already there
-#   -n, --dry-run           the jobs only list what they would remove; nothing is removed
-#       --log-dir DIR       folder of the log (default: $SCRATCH/hpc_outputs/cleanup)
-#   -h, --help              this help
+# @options: one row each in cleanup_options below, listed here by --help
 #
 # The log is DIR/<partition>.log. Stop a schedule with
 #   scancel --user="$USER" --name=hpc_cleanup_every.<partition>
@@ -34,7 +24,8 @@ CLEANUP_MIN_EVERY_S=600
 CLEANUP_MAX_EVERY_S=$((366 * 86400))
 
 usage() {
-  print_usage_header "${BASH_SOURCE[0]}"
+  hpc_options_use cleanup_options
+  hpc_options_usage "${BASH_SOURCE[0]}"
 }
 
 # This folder and the toolkit beside it, found from this file so it runs from anywhere.
@@ -53,49 +44,28 @@ source "$HPC_TOOLKIT_DIR/lib/hpc_lib.sh"
 source "$HPC_TOOLKIT_DIR/lib/profile.sh"
 # shellcheck source=hpc_files/lib/sbatch.sh
 source "$HPC_TOOLKIT_DIR/lib/sbatch.sh"
+# shellcheck source=hpc_files/lib/options.sh
+source "$HPC_TOOLKIT_DIR/lib/options.sh"
 
 # --- parse ------------------------------------------------------------------------------
 
+# The options: one row each (the format is in hpc_files/lib/options.sh, whose parser reads it).
+# shellcheck disable=SC2016 # the help texts name variables ($SCRATCH), not expand them
+cleanup_options() {
+  hpc_option -C --cluster value PROFILE OPT_CLUSTER '$HPC_CLUSTER, else generic' 'cluster profile: a name in hpc_files/clusters/ or a path to a .conf'
+  hpc_option -p --partition value NAME OPT_PARTITION "the profile's, else the cluster's default partition" 'the partition whose nodes to clean (one partition)'
+  hpc_option -A --account value NAME OPT_ACCOUNT "the profile's" 'Slurm account for the cleanup jobs'
+  hpc_option - --every value INTERVAL OPT_EVERY '' 'run again every INTERVAL: a number and d, h or m (1d, 12h, 30m), from 10m to 366d; one schedule per partition and user'
+  hpc_option - --replace flag '' OPT_REPLACE '' 'with --every: replace the schedule already there'
+  hpc_option -n --dry-run flag '' OPT_DRY_RUN '' 'the jobs only list what they would remove; nothing is removed'
+  hpc_option - --log-dir value DIR OPT_LOG_DIR '$SCRATCH/hpc_outputs/cleanup' 'folder of the log, on the shared filesystem'
+  hpc_option -h --help flag '' OPT_HELP '' 'this help'
+}
+
 parse_options() {
-  OPT_CLUSTER="" OPT_PARTITION="" OPT_ACCOUNT="" OPT_EVERY="" OPT_LOG_DIR=""
-  OPT_REPLACE=0 OPT_DRY_RUN=0 OPT_HELP=0
-  local opt value inline
-  while (($#)); do
-    opt=$1 value="" inline=0
-    shift
-    if [[ $opt == --*=* ]]; then
-      value=${opt#*=} opt=${opt%%=*} inline=1
-    fi
-    case $opt in
-      -h | --help | -n | --dry-run | --replace)
-        ((inline == 0)) || die_usage "option $opt takes no value"
-        case $opt in
-          -h | --help) OPT_HELP=1 ;;
-          -n | --dry-run) OPT_DRY_RUN=1 ;;
-          --replace) OPT_REPLACE=1 ;;
-        esac
-        continue
-        ;;
-      -C | --cluster | -p | --partition | -A | --account | --every | --log-dir) ;;
-      -*) die_usage "unknown option: $opt" ;;
-      *) die_usage "unexpected argument: $opt" ;;
-    esac
-    if ((inline == 0)); then
-      if (($# == 0)) || [[ $1 == -* ]]; then
-        die_usage "option $opt needs a value"
-      fi
-      value=$1
-      shift
-    fi
-    [[ -n $value ]] || die_usage "option $opt needs a value"
-    case $opt in
-      -C | --cluster) OPT_CLUSTER=$value ;;
-      -p | --partition) OPT_PARTITION=$value ;;
-      -A | --account) OPT_ACCOUNT=$value ;;
-      --every) OPT_EVERY=$value ;;
-      --log-dir) OPT_LOG_DIR=$value ;;
-    esac
-  done
+  hpc_options_use cleanup_options
+  hpc_options_reset
+  hpc_options_parse "$@"
 }
 
 # --- validate ---------------------------------------------------------------------------

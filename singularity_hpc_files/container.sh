@@ -180,11 +180,6 @@ hpc_container_exec() {
   exec "${argv[@]}" "$@"
 }
 
-# hpc_container_run COMMAND [ARGS...]: like hpc_container_exec, waiting for it.
-hpc_container_run() {
-  (hpc_container_exec "$@")
-}
-
 # hpc_container_prefix_to ARRAY: what to put before a command in an srun step so that it
 # runs in the container ("bash container.sh"), or nothing when there is no image.
 hpc_container_prefix_to() {

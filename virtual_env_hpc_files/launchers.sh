@@ -46,13 +46,12 @@ hpc_distributed_env() {
   export MASTER_PORT
   # Slurm 22.05+ steps do not inherit --cpus-per-task; srun reads this instead.
   export SRUN_CPUS_PER_TASK=${SLURM_CPUS_PER_TASK:-$HPC_CPUS_PER_TASK}
-  export HPC_DEVICES_PER_NODE=$HPC_PROCS_PER_NODE
   if ((HPC_GPUS_PER_NODE > 0)); then
     export HPC_ACCELERATOR=gpu
   else
     export HPC_ACCELERATOR=cpu
   fi
-  hpc_log "$HPC_LAUNCHER: $HPC_NUM_NODES node(s) x $HPC_PROCS_PER_NODE process(es) ($HPC_ACCELERATOR), MASTER_ADDR=$MASTER_ADDR MASTER_PORT=$MASTER_PORT"
+  hpc_log "$HPC_LAUNCHER: $HPC_NUM_NODES node(s) x $HPC_DEVICES_PER_NODE process(es) ($HPC_ACCELERATOR), MASTER_ADDR=$MASTER_ADDR MASTER_PORT=$MASTER_PORT"
 }
 
 # hpc_srun_tasks TASKS_PER_NODE MODE COMMAND: one srun step over every node; a task that
@@ -87,7 +86,7 @@ hpc_srun_tasks() {
 # HPC_LIGHTNING_HOOK=no (the plan's, from the submitting environment) leaves Lightning
 # as it is.
 hpc_lightning_requeue_hook() {
-  local procs=$((HPC_NUM_NODES * HPC_PROCS_PER_NODE))
+  local procs=$((HPC_NUM_NODES * HPC_DEVICES_PER_NODE))
   if [[ ${HPC_REQUEUE:-yes} != yes ]]; then
     return 0
   elif [[ ${HPC_LIGHTNING_HOOK:-yes} == no ]]; then

@@ -55,7 +55,7 @@ hpc_map_resources() {
   J_CPUS_PER_TASK=$((J_CPUS / J_TASKS_PER_NODE))
 }
 
-# hpc_gpu_directive: the GPU request as one sbatch option ("" for a CPU job).
+# hpc_gpu_directive_to VAR: the GPU request as one sbatch option ("" for a CPU job).
 hpc_gpu_directive_to() {
   local -n out=$1
   out=""

@@ -3,8 +3,6 @@
 # job's J_* variables (profile defaults filled in). Nothing is written before this passes.
 
 HPC_LAUNCHERS=(none lightning torchrun script dask)
-# Launchers whose feature has landed; the others are refused as "not available yet".
-HPC_AVAILABLE_LAUNCHERS=(none lightning torchrun script dask)
 
 _in_list() {
   local want=$1 item
@@ -86,18 +84,6 @@ _validate_sbatch_option() {
     die "--sbatch-option '$flag': write the long form of the option (--name=value, see 'man sbatch')"
 }
 
-# hpc_validate_unavailable: options of features that have not landed yet.
-hpc_validate_unavailable() {
-  local entry opt var feature
-  for entry in "${HPC_UNAVAILABLE_OPTIONS[@]}"; do
-    IFS='|' read -r opt var feature <<<"$entry"
-    local -n ref=$var
-    # "${ref[*]}" is the value of a plain variable and the joined items of an array.
-    [[ -z ${ref[*]} ]] && continue
-    die "$opt ($feature) is not available yet in this version of hpc_files; see README.md, 'Status of features'"
-  done
-}
-
 # hpc_settle_job SOURCE_DIR: fill J_* from the options and the profile, judging each.
 hpc_settle_job() {
   hpc_validate_counts
@@ -106,8 +92,6 @@ hpc_settle_job() {
   J_LAUNCHER=${OPT_LAUNCHER:-none}
   _in_list "$J_LAUNCHER" "${HPC_LAUNCHERS[@]}" ||
     die "--which-distributed '$J_LAUNCHER' is not a launcher: use one of ${HPC_LAUNCHERS[*]}"
-  _in_list "$J_LAUNCHER" "${HPC_AVAILABLE_LAUNCHERS[@]}" ||
-    die "--which-distributed $J_LAUNCHER is not available yet in this version of hpc_files (available: ${HPC_AVAILABLE_LAUNCHERS[*]})"
 
   J_NODES=$((10#${OPT_NODES:-1}))
   J_GPUS=$((10#${OPT_GPUS:-0}))
@@ -167,7 +151,6 @@ hpc_settle_job() {
   J_LOCAL_SCRATCH=$HPC_LOCAL_SCRATCH
 
   hpc_settle_requeue
-  hpc_validate_unavailable
 }
 
 # hpc_settle_requeue: the wall-time warning and the restart policy (J_SIGNAL_GRACE,

@@ -16,7 +16,7 @@ from typing import Annotated
 import typer
 
 from hpc_toolkit import __version__
-from hpc_toolkit.console import die, render_table, warn
+from hpc_toolkit.console import ScratchOpt, command_app, die, render_table, warn
 from hpc_toolkit.jobenv import JobEnv, JobEnvError
 from hpc_toolkit.slurm import (
     FINISHED,
@@ -38,24 +38,7 @@ from hpc_toolkit.submissions import (
 )
 from hpc_toolkit.tracking import TargetError, Task, resolve, tasks_of
 
-app = typer.Typer(
-    name="hpc",
-    help="Helpers for jobs submitted with hpc_files/job_submitter.sh.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-
-
-ScratchOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--scratch-dir",
-        help="The project's scratch folder (default: $SCRATCH/<project>).",
-        file_okay=False,
-        exists=True,
-    ),
-]
+app = command_app("hpc", "Helpers for jobs submitted with hpc_files/job_submitter.sh.")
 POLL_S = 5.0  # polling etiquette: Slurm is asked at most once per POLL_S seconds
 FOLLOW_READ_S = 0.5  # how often -f looks at the log file itself (no Slurm call)
 
@@ -334,9 +317,7 @@ def version() -> None:
     typer.echo(__version__)
 
 
-# Command groups from their own modules go here, e.g.:
-#   from hpc_toolkit.sweep import app as sweep_app
-#   app.add_typer(sweep_app, name="sweep")
+# Command groups from their own modules (each a console.command_app) are added here.
 from hpc_toolkit.sweep.cli import app as sweep_app  # noqa: E402
 
 app.add_typer(sweep_app, name="sweep")

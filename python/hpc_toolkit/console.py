@@ -7,11 +7,35 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from pathlib import Path
+from typing import Annotated, NoReturn
 
 import typer
 
 PROG = "hpc"
+
+# --scratch-dir: the option of every command that reads a project's scratch folder.
+ScratchOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--scratch-dir",
+        help="The project's scratch folder (default: $SCRATCH/<project>).",
+        file_okay=False,
+        exists=True,
+    ),
+]
+
+
+def command_app(name: str, help_text: str) -> typer.Typer:
+    """A typer app (`hpc`, or a group such as `hpc sweep`) set up the one house way: its help
+    when called with nothing, no shell-completion installer, errors as plain messages."""
+    return typer.Typer(
+        name=name,
+        help=help_text,
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+    )
 
 
 def warn(message: str) -> None:

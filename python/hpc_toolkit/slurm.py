@@ -16,7 +16,7 @@ import os
 import re
 import subprocess
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -83,11 +83,6 @@ def expand_range(spec: str) -> list[int]:
     return out
 
 
-def count_range(spec: str) -> int:
-    """How many tasks an array range names (at least 1 for a form we do not know)."""
-    return len(expand_range(spec)) or 1
-
-
 def _keys(job_col: str, wanted: set[str]) -> list[Key]:
     m = _JOB_ID.fullmatch(job_col.strip())
     if m is None or m["job"] not in wanted:
@@ -99,14 +94,19 @@ def _keys(job_col: str, wanted: set[str]) -> list[Key]:
     return [(m["job"], None)]
 
 
+def _rows(text: str, min_cols: int) -> Iterator[list[str]]:
+    """The `|`-separated rows of sacct or squeue output that have at least min_cols columns."""
+    for line in text.splitlines():
+        cols = line.split("|")
+        if len(cols) >= min_cols:
+            yield cols
+
+
 def parse_rows(text: str, wanted: Iterable[str]) -> dict[Key, TaskState]:
     """`JobID|State|ExitCode|Elapsed|NodeList` rows (sacct, squeue) of the wanted jobs."""
     wanted_ids = set(wanted)
     out: dict[Key, TaskState] = {}
-    for line in text.splitlines():
-        cols = line.split("|")
-        if len(cols) < 2:
-            continue
+    for cols in _rows(text, 2):
         words = cols[1].split()
         state = words[0].rstrip("+") if words else "UNKNOWN"
         extra = [c.strip() or "-" for c in cols[2:5]] + ["-"] * (5 - max(len(cols), 2))
@@ -350,10 +350,7 @@ def parse_usage(text: str, wanted: Iterable[str]) -> dict[Key, Usage]:
     """sacct rows in EFFICIENCY_FIELDS order, steps folded into their task."""
     wanted_ids = set(wanted)
     out: dict[Key, Usage] = {}
-    for line in text.splitlines():
-        cols = line.split("|")
-        if len(cols) < 11:
-            continue
+    for cols in _rows(text, 11):
         job_col, _, step = cols[0].partition(".")
         keys = _keys(job_col, wanted_ids)
         if len(keys) != 1:

@@ -44,14 +44,6 @@ class SlurmJob:
         # A split array's last part may hold one task: still an array (`%a` in its log).
         return self.num_tasks > 1 or "%a" in self.log
 
-    def log_pattern(self, scratch_dir: Path) -> str:
-        """Where Slurm writes the logs (a glob over the tasks for an array job)."""
-        if self.log:
-            pattern = self.log.replace("%A", self.job_id).replace("%j", self.job_id)
-            return pattern.replace("%a", "*")
-        name = f"{self.exp_name}-{self.job_id}" + ("_*.out" if self.is_array else ".out")
-        return str(scratch_dir / "hpc_outputs" / name)
-
     def log_path(self, scratch_dir: Path, index: int | None) -> Path:
         """The log of array index `index` (None: a plain job)."""
         if not self.log:
@@ -59,17 +51,6 @@ class SlurmJob:
             return scratch_dir / "hpc_outputs" / f"{self.exp_name}-{self.job_id}{suffix}.out"
         text = self.log.replace("%A", self.job_id).replace("%a", str(index or 0))
         return Path(text.replace("%j", self.job_id))
-
-    def state_summary(self, counts: Mapping[str, int]) -> str:
-        """`COMPLETED 2, FAILED 1`; tasks Slurm did not report on are counted as UNKNOWN."""
-        parts = [f"{state} {n}" for state, n in sorted(counts.items())]
-        missing = self.num_tasks - sum(counts.values())
-        if missing > 0:
-            parts.append(f"UNKNOWN {missing}")
-        return ", ".join(parts)
-
-
-Submission = SlurmJob  # the name older code and tests use for one ledger line
 
 
 @dataclass

@@ -23,7 +23,7 @@ epoch() { date -d "$1" +%s; }
 # gone ID: the job has left the queue.
 gone() { [[ -z $(squeue -h -j "$1" -o %i 2>/dev/null) ]]; }
 
-# started_to VAR ID: the Start time of job ID once it started.
+# wait_started ID: print the Start time of job ID once it has started.
 wait_started() {
   local s
   while :; do

@@ -95,7 +95,7 @@ folders_are() {
   [ "$(folders_on "$1")" -eq "$2" ]
 }
 
-# schedule_line: "ID|STATE|REASON|BEGIN" of each scheduled run of this user.
+# schedule_lines: "ID|STATE|REASON|BEGIN" of each scheduled run of this user.
 schedule_lines() {
   squeue -h -u "$(id -un)" -n "$SCHEDULE" -o '%A|%T|%r|%S'
 }

@@ -199,7 +199,8 @@ requeued_and_resumed() {
   grep -q 'received SIGTERM (job [A-Z]*): stopping the program, no requeue' "$log"
 }
 
-# preempt EXP: an urgent job takes the preemptible node of job JOB_ID (GraceTime 30 s).
+# preempt_when_ready EXP: once experiment EXP is ready, an urgent job takes its preemptible
+# node (GraceTime 30 s).
 preempt_when_ready() {
   wait_file "$SCRATCH/proj/$1/marks/ready_1_0"
   sleep 1.5

@@ -12,7 +12,6 @@ from hpc_toolkit.slurm import (
     TaskState,
     Usage,
     advice,
-    count_range,
     efficiency_cells,
     expand_range,
     megabytes,
@@ -58,13 +57,6 @@ def conf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture(autouse=True)
 def no_conf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SLURM_CONF", str(tmp_path / "absent.conf"))
-
-
-@pytest.mark.parametrize(
-    ("spec", "n"), [("0-9%4", 10), ("1,3,5-7", 5), ("0-15:4", 4), ("7", 1), ("x", 1)]
-)
-def test_count_range(spec: str, n: int) -> None:
-    assert count_range(spec) == n
 
 
 def test_expand_range() -> None:

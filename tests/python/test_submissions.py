@@ -9,7 +9,7 @@ import pytest
 
 from hpc_toolkit.submissions import (
     LocateError,
-    Submission,
+    SlurmJob,
     find_project_root,
     find_scratch_dir,
     ledger_path,
@@ -23,7 +23,7 @@ ARRAY = "2024-05-01T13:00:00+0000\t1002\tsweep\t3\t/s/p/hpc_outputs/jobs/sweep-2
 
 def test_parse_line() -> None:
     sub = parse_line(GOOD + "\n")
-    assert sub == Submission(
+    assert sub == SlurmJob(
         datetime(2024, 5, 1, 12, 30, tzinfo=timezone(timedelta(hours=2))),
         "1001",
         "train",
@@ -71,15 +71,6 @@ def test_read_skips_malformed_lines_with_a_warning(tmp_path: Path) -> None:
 
 def test_read_missing_ledger_is_empty(tmp_path: Path) -> None:
     assert read_submissions(tmp_path / "nope.tsv", on_bad_line=pytest.fail) == []
-
-
-def test_log_pattern_and_summary() -> None:
-    single, array = parse_line(GOOD), parse_line(ARRAY)
-    assert single.log_pattern(Path("/s/p")) == "/s/p/hpc_outputs/train-1001.out"
-    assert array.log_pattern(Path("/s/p")) == "/s/p/hpc_outputs/sweep-1002_*.out"
-    assert array.state_summary({"FAILED": 1, "COMPLETED": 2}) == "COMPLETED 2, FAILED 1"
-    assert array.state_summary({"RUNNING": 1}) == "RUNNING 1, UNKNOWN 2"
-    assert single.state_summary({}) == "UNKNOWN 1"
 
 
 def test_find_project_root(tmp_path: Path) -> None:

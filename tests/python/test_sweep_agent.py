@@ -16,9 +16,10 @@ import pytest
 import yaml
 
 from hpc_toolkit.sweep.agent import main
-from hpc_toolkit.sweep.folder import SweepFolder, write_folder
+from hpc_toolkit.sweep.folder import SweepFolder
 from hpc_toolkit.sweep.ledger import FAILED, FINISHED, KILLED, Ledger, latest
 from hpc_toolkit.sweep.spec import parse_sweep
+from real_sweep_folder import write_sweep_folder
 
 # The "training script": records what it was given; fails when asked to.
 RECORDER = """
@@ -56,7 +57,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hermetic: Path) -> 
 
 def make_sweep(root: Path, text: str, points: int) -> Path:
     folder = root / "sweeps" / "abcd1234"
-    write_folder(folder, parse_sweep(text, "sweeper.yml"), "abcd1234", "exp", points, text)
+    write_sweep_folder(folder, parse_sweep(text, "sweeper.yml"), "abcd1234", "exp", points, text)
     return folder
 
 

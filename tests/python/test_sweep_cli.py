@@ -9,9 +9,9 @@ import pytest
 from typer.testing import CliRunner
 
 from hpc_toolkit.cli import app
-from hpc_toolkit.sweep.folder import write_folder
 from hpc_toolkit.sweep.ledger import Ledger
 from hpc_toolkit.sweep.spec import parse_sweep
+from real_sweep_folder import write_sweep_folder
 
 from conftest import Stub
 
@@ -53,7 +53,7 @@ def sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(project)
     monkeypatch.setenv("SCRATCH", str(tmp_path / "scratch"))
     folder = tmp_path / "scratch" / "proj" / "sweeps" / "abcd1234"
-    write_folder(folder, parse_sweep(GRID), "abcd1234", "e", 6, GRID)
+    write_sweep_folder(folder, parse_sweep(GRID), "abcd1234", "e", 6, GRID)
     ledger = Ledger(folder)
     for point, run, state, metric in [
         (0, "run0aaaa", "finished", 0.5),

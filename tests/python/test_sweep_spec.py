@@ -39,7 +39,7 @@ def test_a_good_grid_is_read_with_nested_parameters_in_w_and_b_order() -> None:
     assert spec.method == "grid"
     assert [p.name for p in spec.params] == ["layers", "lr", "opt.momentum"]
     assert [p.kind for p in spec.params] == ["constant", "categorical", "categorical"]
-    assert spec.metric_name == "loss" and spec.metric_goal == "minimize"
+    assert spec.metric_name == "loss"
 
 
 def test_malformed_yaml_says_line_and_column() -> None:

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from hpc_toolkit.sweep.folder import SweepFolder, write_folder
+from hpc_toolkit.sweep.folder import SweepFolder
 from hpc_toolkit.sweep.ledger import Ledger
 from hpc_toolkit.sweep.spec import SweepError, parse_sweep
 from hpc_toolkit.sweep.stage import main, num_points, ranges
+from real_sweep_folder import write_sweep_folder
 
 from conftest import Stub
 
@@ -73,7 +74,7 @@ def test_errors_say_where_and_print_nothing(
 
 def make(tmp_path: Path, points: int) -> Path:
     folder = tmp_path / "abcd1234"
-    write_folder(folder, parse_sweep(GRID), "abcd1234", "exp", points, GRID)
+    write_sweep_folder(folder, parse_sweep(GRID), "abcd1234", "exp", points, GRID)
     return folder
 
 

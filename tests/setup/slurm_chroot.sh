@@ -147,7 +147,7 @@ bind_same() {
   grep -qxF -- "$MNT$1" "$MOUNTS" 2>/dev/null || bind "$1" "$MNT$1"
 }
 
-# python_paths: what the venv's interpreter needs: the symlinks leading to it (copied
+# bind_python: what the venv's interpreter needs: the symlinks leading to it (copied
 # into the root, when the root lacks them), the interpreter, and its installation.
 bind_python() {
   local py=$VENV/bin/python3 target base

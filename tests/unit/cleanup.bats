@@ -84,6 +84,7 @@ refused() {
 @test "unknown options, stray words and missing values are usage errors (exit 2)" {
   refused 2 "unknown option: --nodes" --cluster local-lab --nodes 2
   refused 2 "unexpected argument: node1" --cluster local-lab node1
+  refused 2 "unexpected argument: " --cluster local-lab ""
   refused 2 "option --partition needs a value" --cluster local-lab --partition
   refused 2 "option --every needs a value" --cluster local-lab --every --dry-run
   refused 2 "option --dry-run takes no value" --cluster local-lab --dry-run=yes
@@ -91,7 +92,7 @@ refused() {
 
 @test "--every takes Nd, Nh or Nm from 10 minutes to 366 days, and nothing else" {
   local bad
-  refused 2 "option --every needs a value" --cluster local-lab --every=
+  refused 2 "option --every was given an empty value" --cluster local-lab --every=
   for bad in 1x 1 d 1.5h -1d 0d 5m 9m 367d 1d2h ' 1d' 1D; do
     refused 2 "--every '$bad'" --cluster local-lab "--every=$bad"
   done

@@ -91,7 +91,7 @@ job() {
 
 @test "without an image the command runs as it is, on the host" {
   unset HPC_CONTAINER
-  run job 'hpc_container_run bash -c "echo plain \$0" x; hpc_container_prefix_to p; echo "${#p[@]}"'
+  run job '(hpc_container_exec bash -c "echo plain \$0" x); hpc_container_prefix_to p; echo "${#p[@]}"'
   [ "$output" = "$(printf 'plain x\n0')" ]
 }
 
@@ -130,7 +130,7 @@ job() {
   # A sandbox folder is copied whole, and the copy runs.
   make_sandbox_image "$T/sb"
   export HPC_CONTAINER=$T/sb
-  run job 'hpc_container_prepare >/dev/null && hpc_container_run bash -c "echo \$SINGULARITY_CONTAINER"'
+  run job 'hpc_container_prepare >/dev/null && (hpc_container_exec bash -c "echo \$SINGULARITY_CONTAINER")'
   [ "$status" -eq 0 ]
   [ "$output" = "$T/local/job_7/hpc_container/sb" ]
   diff -r "$T/sb" "$T/local/job_7/hpc_container/sb"

@@ -46,3 +46,9 @@ job() {
   [ "$status" -ne 0 ] && [[ $output != *ran* ]]
   [[ $stderr == *"W&B API key file $KEY is empty"* ]]
 }
+
+@test "one name for the training processes per node: HPC_DEVICES_PER_NODE (HPC_PROCS_PER_NODE is gone)" {
+  run git -C "$REPO_ROOT" grep -n "HPC_PROCS_PER_NODE" -- . ':!tests/unit/job_runtime.bats'
+  [ "$status" -eq 1 ] || { echo "$output"; return 1; }
+  grep -q '^export HPC_DEVICES_PER_NODE=' "$REPO_ROOT/tests/unit/golden/lightning_2x2.sbatch"
+}

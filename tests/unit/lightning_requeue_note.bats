@@ -33,7 +33,7 @@ setup() {
   # shellcheck disable=SC2016 # expanded by the inner shell
   run bash -c 'hpc_log() { echo "LOG $*"; }
     source "$1/virtual_env_hpc_files/job_runtime.sh"
-    HPC_NUM_NODES=2 HPC_PROCS_PER_NODE=1 HPC_REQUEUE=yes PYTHONPATH=/mine
+    HPC_NUM_NODES=2 HPC_DEVICES_PER_NODE=1 HPC_REQUEUE=yes PYTHONPATH=/mine
     hpc_lightning_requeue_hook; echo "PP=$PYTHONPATH"
     HPC_REQUEUE=no PYTHONPATH=/mine; hpc_lightning_requeue_hook; echo "PP=$PYTHONPATH"' _ "$REPO_ROOT"
   [ "$status" -eq 0 ]

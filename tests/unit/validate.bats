@@ -124,18 +124,6 @@ setup() {
   refused "--which-distributed 'mpi' is not a launcher: use one of none lightning torchrun script dask" --which-distributed mpi
 }
 
-@test "options of features that have not landed are refused as not available yet" {
-  local entry opt
-  source "$REPO_ROOT/hpc_files/lib/options.sh"
-  for entry in "${HPC_UNAVAILABLE_OPTIONS[@]}"; do
-    opt=${entry%%|*}
-    case $opt in
-      --num-agents) refused "not available yet" --num-agents 2 ;;
-      *) refused "not available yet" "$opt" value ;;
-    esac
-  done
-}
-
 @test "distributed resource mixes are checked" {
   refused "--cpus 5 cannot be shared evenly by the 2 tasks per node" --which-distributed lightning --gpus 2 --cpus 5
   refused "--procs-per-node is for CPU jobs" --which-distributed torchrun --gpus 2 --procs-per-node 2

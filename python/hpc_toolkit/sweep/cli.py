@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from hpc_toolkit.console import die, render_table, warn
+from hpc_toolkit.console import ScratchOpt, command_app, die, render_table, warn
 from hpc_toolkit.submissions import LocateError, find_scratch_dir
 from hpc_toolkit.sweep.folder import SweepFolder, locate
 from hpc_toolkit.sweep.grid import grid_size
@@ -17,21 +17,8 @@ from hpc_toolkit.sweep.ledger import FAILED, FINISHED, KILLED, PENDING, RUNNING,
 from hpc_toolkit.sweep.spec import SweepError, load_sweep
 from hpc_toolkit.sweep.stage import live_of, lost, ranges, rerun_points
 
-app = typer.Typer(
-    name="sweep",
-    help="Offline W&B sweeps: count, status, sync.",
-    no_args_is_help=True,
-    add_completion=False,
-)
+app = command_app("sweep", "Offline W&B sweeps: count, status, sync.")
 
-ScratchOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--scratch-dir",
-        help="The project's scratch folder (default: $SCRATCH/<project>).",
-        file_okay=False,
-    ),
-]
 SweepArg = Annotated[
     str, typer.Argument(help="The sweep id job_submitter.sh printed, or the sweep's folder.")
 ]

@@ -11,7 +11,6 @@ It lives on the shared filesystem, so every task of every node sees the same led
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -126,16 +125,3 @@ def info_text(spec: SweepSpec, sweep_id: str, exp_name: str, num_points: int) ->
     }
     # default=str: YAML dates and the like, which JSON lacks, are kept as their text.
     return json.dumps(info, default=str)
-
-
-def write_folder(
-    path: Path, spec: SweepSpec, sweep_id: str, exp_name: str, num_points: int, text: str
-) -> None:
-    """Create a sweep's folder, the way hpc_files/lib/sweep.sh does at submission."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.tmp{os.getpid()}"
-    tmp.mkdir()
-    (tmp / INFO).write_text(info_text(spec, sweep_id, exp_name, num_points) + "\n", "utf-8")
-    (tmp / "sweep.yaml").write_text(text, encoding="utf-8")
-    (tmp / "wandb").mkdir()
-    tmp.rename(path)

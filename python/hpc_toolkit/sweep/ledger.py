@@ -131,9 +131,5 @@ def latest(events: list[dict[str, Any]]) -> dict[int, Attempt]:
     return {p: tries[-1] for p, tries in attempts(events).items()}
 
 
-def point_state(tries: list[Attempt] | None) -> str:
-    return tries[-1].state if tries else PENDING
-
-
 def run_ids(events: list[dict[str, Any]]) -> set[str]:
     return {str(e["run_id"]) for e in events if e.get("event") == "start" and "run_id" in e}

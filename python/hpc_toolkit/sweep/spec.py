@@ -109,12 +109,6 @@ class SweepSpec:
         metric = self.config.get("metric")
         return str(metric["name"]) if isinstance(metric, Mapping) else None
 
-    @property
-    def metric_goal(self) -> str:
-        metric = self.config.get("metric")
-        goal = metric.get("goal", "minimize") if isinstance(metric, Mapping) else "minimize"
-        return str(goal)
-
 
 def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)

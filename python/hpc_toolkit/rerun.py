@@ -124,13 +124,13 @@ def _check_paths(scratch: Path, job: SlurmJob) -> None:
         or ".." in script.parts
         or not SUBMISSION_ID.fullmatch(job.submission_id)
         or "\n" in job.log
-        or (job.log and not job.log.startswith("/"))
+        or not job.log.startswith("/")
     ):
         raise Refusal(
             f"the ledger line of job {job.job_id} names script {str(script)[:200]!r}, log "
             f"{job.log[:200]!r} and submission {job.submission_id[:100]!r}, not the "
-            f"toolkit's own (scripts are kept in {jobs_dir}): the ledger was edited; "
-            "submit the lines again without --rerun"
+            f"toolkit's own (scripts are kept in {jobs_dir}): the ledger was edited, or the "
+            "line was written by an older version; submit the lines again without --rerun"
         )
 
 

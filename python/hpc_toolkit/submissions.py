@@ -135,9 +135,10 @@ def parse_line(line: str) -> SlurmJob:
         raise ValueError(f"rerun_of {rerun_of[:100]!r} is not a submission id")
     if not re.fullmatch(r"[0-9]+", job_id):
         raise ValueError(f"job id {job_id!r} is not a number")
-    if not re.fullmatch(r"[0-9]+", num_tasks) or int(num_tasks) < 1:
-        raise ValueError(f"task count {num_tasks!r} is not a positive whole number")
-    if kind not in ("job", "venv") or not re.fullmatch(r"[0-9]+", offset):
+    # Bounded: an edited count must not make a reader list 10**23 tasks.
+    if not re.fullmatch(r"[0-9]{1,9}", num_tasks) or int(num_tasks) < 1:
+        raise ValueError(f"task count {num_tasks[:30]!r} is not a whole number from 1 to 999999999")
+    if kind not in ("job", "venv") or not re.fullmatch(r"[0-9]{1,18}", offset):
         raise ValueError(f"kind {kind!r} or task offset {offset!r} is not valid")
     if not exp_name or (not script and kind == "job"):
         raise ValueError("empty experiment name or script path")

@@ -24,7 +24,7 @@ import argparse
 import re
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -190,8 +190,13 @@ def data_jobs_file(info: ScriptInfo) -> str:
     return base + ".jobs" if base != archive else "-"
 
 
+def _listing(items: list[str]) -> str:
+    more = f" and {len(items) - SHOWN} more" if len(items) > SHOWN else ""
+    return ", ".join(items[:SHOWN]) + more
+
+
 def plan(
-    scratch: Path, job_id: str, run: Runner = run_command, warn=None
+    scratch: Path, job_id: str, run: Runner = run_command, warn: Callable[[str], None] | None = None
 ) -> tuple[Group, list[tuple[SlurmJob, list[int], str]], list[tuple[int, str, str, str]]]:
     """The submission; the (job, array indices, data jobs file) to resubmit; the tasks
     rerun (number, Slurm id, state, exit code). Raises Refusal."""
@@ -235,14 +240,14 @@ def plan(
             rerun.setdefault(job.job_id, []).append(-1 if index is None else index)
             tasks.append((number, slurm_id, st.state, st.exit_code))
     if active:
-        shown = ", ".join(active[:SHOWN]) + (f" and {len(active) - SHOWN} more" if len(active) > SHOWN else "")
+        shown = _listing(active)
         raise Refusal(
             f"{len(active)} task(s) of submission {group.submission_id} are still queued or "
             f"running: {shown}. Wait until they end (hpc status {job_id}), or cancel them "
             f"(hpc cancel {job_id}), then run --rerun {job_id} again"
         )
     if unknown:
-        shown = ", ".join(unknown[:SHOWN]) + (f" and {len(unknown) - SHOWN} more" if len(unknown) > SHOWN else "")
+        shown = _listing(unknown)
         asked = ", ".join(q.sources) or "none answered"
         notes = "; ".join(q.notes)
         raise Refusal(

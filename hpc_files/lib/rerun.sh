@@ -56,11 +56,11 @@ _rerun_bad_plan() {
 
 # _rerun_read_plan TEXT: RERUN_* from the plan, every field checked.
 _rerun_read_plan() {
-  local kind a b c d e f line jobs=$J_SCRATCH_DIR/hpc_outputs/jobs/
+  local kind a b c d e f g line jobs=$J_SCRATCH_DIR/hpc_outputs/jobs/
   local spec_re='^[0-9]{1,9}(-[0-9]{1,9})?(,[0-9]{1,9}(-[0-9]{1,9})?)*$'
   RERUN_OF="" RERUN_EXP="" RERUN_IDS="" RERUN_SCRIPTS=() RERUN_TASKS=()
   while IFS= read -r line; do
-    IFS=$'\t' read -r kind a b c d e f <<<"$line"
+    IFS=$'\t' read -r kind a b c d e f g <<<"$line"
     case $kind in
       submission)
         { is_safe_name "$a" && ((${#a} <= 200)); } || _rerun_bad_plan "submission id '$a'"
@@ -80,8 +80,9 @@ _rerun_read_plan() {
         ;;
       task)
         { is_size "$a" && [[ $b =~ ^[0-9]{1,18}(_[0-9]{1,9})?$ && $c =~ ^[A-Z_]{1,30}$ &&
-          $d =~ ^(-|[0-9]{1,9}:[0-9]{1,9})$ ]]; } || _rerun_bad_plan "task '$a $b $c $d'"
-        RERUN_TASKS+=("$((10#$a))"$'\t'"$b"$'\t'"$c"$'\t'"$d")
+          $d =~ ^(-|[0-9]{1,9}:[0-9]{1,9})$ && $e =~ ^(-|[0-9]{1,9}(-[0-9]{1,9})?)$ &&
+          $f =~ ^[A-Za-z0-9\ ,:\;\(\)_.-]{1,4000}$ && -z $g ]]; } || _rerun_bad_plan "task '$a $b $c $d $e'"
+        RERUN_TASKS+=("$((10#$a))"$'\t'"$b"$'\t'"$c"$'\t'"$d"$'\t'"$e"$'\t'"$f")
         ;;
       *) _rerun_bad_plan "record '$kind'" ;;
     esac
@@ -125,13 +126,17 @@ _rerun_sbatch() {
 
 # _rerun_print_tasks: which lines are rerun, and why.
 _rerun_print_tasks() {
-  local entry n sid state code
+  local entry n sid state code lines detail
   printf 'Rerun of submission %s (job(s) %s): %d task(s) did not complete:\n' \
     "$RERUN_OF" "$RERUN_IDS" "${#RERUN_TASKS[@]}"
   for entry in "${RERUN_TASKS[@]}"; do
-    IFS=$'\t' read -r n sid state code <<<"$entry"
+    IFS=$'\t' read -r n sid state code lines detail <<<"$entry"
     [[ $code == - ]] || state+=" (exit $code)"
-    printf '  task %d (line %d): %s, was %s\n' "$n" "$((n + 1))" "$state" "$sid"
+    if [[ $lines == - ]]; then
+      printf '  task %d (line %d): %s, was %s\n' "$n" "$((n + 1))" "$state" "$sid"
+    else # a packed job (--pack): the whole job runs again
+      printf '  task %d (packed, lines %s): %s, was %s; %s\n' "$n" "$lines" "$state" "$sid" "$detail"
+    fi
   done
 }
 

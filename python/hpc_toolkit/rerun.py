@@ -9,7 +9,9 @@ then squeue, then scontrol) and prints the plan on stdout, one tab-separated rec
 
     submission  SUBMISSION_ID  EXP_NAME  JOB_IDS(comma-separated)
     script      SCRIPT  INDICES  COUNT  OFFSET  LOG  DATA_JOBS   one per job to resubmit
-    task        NUMBER  SLURM_ID  STATE  EXIT_CODE      one per task rerun, in order
+    task        NUMBER  SLURM_ID  STATE  EXIT_CODE  LINES  DETAIL   one per task rerun
+
+LINES and DETAIL are `-` but for a packed job (--pack): its lines and what each did.
 
 INDICES are the array indices to run again (`1,3-4`), `-` for a job that is not an array;
 DATA_JOBS the --data archive's list of jobs that use it (staging.sh), `-` without --data.
@@ -46,6 +48,9 @@ JOB_ID = re.compile(r"([0-9]{1,18})(?:_[0-9]{1,9})?")
 _ARRAY_LINE = re.compile(r'#SBATCH --array="?([0-9][0-9,\-:]*)(?:%([0-9]+))?"?\s*$')
 _EXPORT_LINE = re.compile(r"export ([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 SHOWN = 10  # tasks named in a refusal; the rest are counted
+
+
+Rerun = tuple[int, str, str, str, str, str]  # number, Slurm id, state, exit, lines, detail
 
 
 class Refusal(Exception):
@@ -190,6 +195,46 @@ def data_jobs_file(info: ScriptInfo) -> str:
     return base + ".jobs" if base != archive else "-"
 
 
+_OUTCOME = re.compile(r"state=([a-z]{1,20}) exit=([0-9]{1,3}|-) job=([0-9_]{1,40}) ")
+
+
+def packed_lines(info: ScriptInfo, number: int, slurm_id: str) -> tuple[str, str]:
+    """For a task of a packed job (--pack; the job side writes one outcome file per line,
+    <commands>.lines/I): its lines (`6-8`) and what each did in that job, else ("-", "-").
+    The whole task runs again, its lines that were done too."""
+    k_text, total_text = (
+        info.exports.get("HPC_PACK_LINES", ""),
+        info.exports.get("HPC_PACK_TOTAL", ""),
+    )
+    if not (k_text.isdigit() and total_text.isdigit() and 0 < int(k_text) <= 10**6):
+        return "-", "-"
+    k, total = int(k_text), int(total_text)
+    first, last = number * k, min(number * k + k, total) - 1
+    if last < first:
+        return "-", "-"
+    folder = Path(info.exports.get("HPC_COMMANDS_FILE", "").removesuffix(".commands") + ".lines")
+    failed: list[str] = []
+    done: list[str] = []
+    for line in range(first, last + 1):
+        try:
+            text = (folder / str(line)).read_text(encoding="utf-8", errors="replace")[:200]
+        except OSError:
+            failed.append(f"{line} (never started)")
+            continue
+        m = _OUTCOME.match(text)
+        if m is None or m[3] != slurm_id:
+            failed.append(f"{line} (no outcome from this job)")
+        elif m[1] == "done":
+            done.append(str(line))
+        else:
+            failed.append(f"{line} ({m[1]}{', exit ' + m[2] if m[2] != '-' else ''})")
+    detail = "lines that did not complete: " + ", ".join(failed)
+    if done:
+        detail += "; done, and run again with them: " + ", ".join(done)
+    lines = str(first) if first == last else f"{first}-{last}"
+    return lines, detail
+
+
 def _listing(items: list[str]) -> str:
     more = f" and {len(items) - SHOWN} more" if len(items) > SHOWN else ""
     return ", ".join(items[:SHOWN]) + more
@@ -197,9 +242,9 @@ def _listing(items: list[str]) -> str:
 
 def plan(
     scratch: Path, job_id: str, run: Runner = run_command, warn: Callable[[str], None] | None = None
-) -> tuple[Group, list[tuple[SlurmJob, list[int], str]], list[tuple[int, str, str, str]]]:
+) -> tuple[Group, list[tuple[SlurmJob, list[int], str]], list[Rerun]]:
     """The submission; the (job, array indices, data jobs file) to resubmit; the tasks
-    rerun (number, Slurm id, state, exit code). Raises Refusal."""
+    rerun (number, Slurm id, state, exit code, packed lines, detail). Raises Refusal."""
 
     def on_bad(msg: str) -> None:
         if warn is not None:
@@ -257,13 +302,17 @@ def plan(
             "their logs (hpc logs) and submit the lines again without --rerun"
         )
     todo: list[tuple[SlurmJob, list[int], str]] = []
+    infos: dict[str, ScriptInfo] = {}
     for job in group.jobs:
         if job.job_id in rerun:
-            info = check_files(scratch, job)
+            info = infos[job.job_id] = check_files(scratch, job)
             indices = [] if info.indices is None else rerun[job.job_id]
             todo.append((job, indices, data_jobs_file(info)))
-    tasks.sort()
-    return group, todo, tasks
+    out = [
+        (n, sid, state, code, *packed_lines(infos[sid.split("_")[0]], n, sid))
+        for n, sid, state, code in sorted(tasks)
+    ]
+    return group, todo, out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -297,7 +346,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         out.append(
             f"script\t{job.script_path}\t{spec}\t{count}\t{job.task_offset}\t{job.log}\t{data_jobs}"
         )
-    out.extend(f"task\t{n}\t{sid}\t{state}\t{code}" for n, sid, state, code in tasks)
+    out.extend("\t".join(("task", str(n), *rest)) for n, *rest in tasks)
     print("\n".join(out))
     return 0
 

@@ -99,7 +99,10 @@ def test_two_failures_of_five(proj: Project) -> None:
     group, todo, tasks = plan(proj.scratch, "100", run)
     assert group.submission_id == "ex-1"
     assert [(j.job_id, idx) for j, idx, _ in todo] == [("100", [1, 3])]
-    assert tasks == [(1, "100_1", "FAILED", "3:0"), (3, "100_3", "TIMEOUT", "0:0")]
+    assert tasks == [
+        (1, "100_1", "FAILED", "3:0", "-", "-"),
+        (3, "100_3", "TIMEOUT", "0:0", "-", "-"),
+    ]
     assert len(run.calls) == 1  # one sacct call for the whole submission
 
 
@@ -119,7 +122,7 @@ def test_a_single_job(proj: Project) -> None:
     proj.submit("ex-3", [("300", 1, None, 0)], 1)
     _, todo, tasks = plan(proj.scratch, "300", sacct("300|CANCELLED by 0|0:15\n"))
     assert [(j.job_id, idx) for j, idx, _ in todo] == [("300", [])]
-    assert tasks == [(0, "300", "CANCELLED", "0:15")]
+    assert tasks == [(0, "300", "CANCELLED", "0:15", "-", "-")]
 
 
 @pytest.mark.parametrize("state", ["RUNNING", "PENDING", "REQUEUED", "SUSPENDED", "COMPLETING"])
@@ -151,7 +154,7 @@ def test_without_accounting_the_states_come_from_scontrol(proj: Project, stub) -
     stub("scontrol", stdout="JobId=701 ArrayJobId=700 ArrayTaskId=1 JobState=FAILED ExitCode=2:0\n"
          "JobId=700 ArrayJobId=700 ArrayTaskId=0 JobState=COMPLETED ExitCode=0:0\n")  # fmt: skip
     _, todo, tasks = plan(proj.scratch, "700")
-    assert tasks == [(1, "700_1", "FAILED", "2:0")]
+    assert tasks == [(1, "700_1", "FAILED", "2:0", "-", "-")]
 
 
 def test_already_rerun_points_to_the_rerun(proj: Project) -> None:
@@ -234,8 +237,8 @@ def test_main_prints_the_plan(proj: Project, stub, capsys: pytest.CaptureFixture
         "submission\tex-14\tex\t1400,1401",
         f"script\t{proj.jobs}/ex-14-part1.sbatch\t1\t1\t0\t{log}\t-",
         f"script\t{proj.jobs}/ex-14-part2.sbatch\t0\t1\t2\t{log}\t-",
-        "task\t1\t1400_1\tPREEMPTED\t0:0",
-        "task\t2\t1401_0\tDEADLINE\t0:0",
+        "task\t1\t1400_1\tPREEMPTED\t0:0\t-\t-",
+        "task\t2\t1401_0\tDEADLINE\t0:0\t-\t-",
     ]
     stub("sacct", stdout="1400_0|COMPLETED|0:0\n1400_1|COMPLETED|0:0\n1401_0|COMPLETED|0:0\n")
     assert main(["--scratch-dir", str(proj.scratch), "1400"]) == 3
@@ -251,3 +254,26 @@ def test_the_ledger_takes_a_tenth_field() -> None:
             parse_line(f"{line}\t{bad}")
     with pytest.raises(ValueError, match="task count"):
         parse_line(line.replace("\t2\t", "\t99999999999999999999\t", 1))
+
+
+def test_a_packed_job_names_its_lines_and_what_each_did(proj: Project) -> None:
+    # --pack (outcome files <commands>.lines/I): 7 lines, 3 per job; job 1 has lines 3-5.
+    proj.submit("ex-15", [("1500", 3, "0-2", 0)], 7)
+    script = proj.jobs / "ex-15.sbatch"
+    script.write_text(script.read_text() + "export HPC_PACK='3'\nexport HPC_PACK_LINES='3'\n"
+                      "export HPC_PACK_TOTAL='7'\n")  # fmt: skip
+    os.utime(script, (proj.when, proj.when))
+    outcomes = proj.jobs / "ex-15.lines"
+    outcomes.mkdir()
+    (outcomes / "3").write_text("state=done exit=0 job=1500_1 attempt=1 seconds=2\n")
+    (outcomes / "4").write_text("state=failed exit=3 job=1500_1 attempt=1 seconds=2\n")
+    (outcomes / "6").write_text("state=running exit=- job=1500_2 attempt=1 seconds=0\n")
+    run = sacct("1500_0|COMPLETED|0:0\n1500_1|FAILED|3:0\n1500_2|TIMEOUT|0:0\n")
+    _, todo, tasks = plan(proj.scratch, "1500", run)
+    assert [idx for _, idx, _ in todo] == [[1, 2]]
+    assert tasks == [
+        (1, "1500_1", "FAILED", "3:0", "3-5",
+         "lines that did not complete: 4 (failed, exit 3), 5 (never started); "
+         "done, and run again with them: 3"),
+        (2, "1500_2", "TIMEOUT", "0:0", "6", "lines that did not complete: 6 (running)"),
+    ]  # fmt: skip

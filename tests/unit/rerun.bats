@@ -140,14 +140,14 @@ five_submitted() {
   local jobs=$SCRATCH/proj/hpc_outputs/jobs T=$'\t'
   local good="submission${T}ex-1${T}ex${T}42
 script${T}$jobs/ex-1.sbatch${T}1,3${T}2${T}0${T}/s/ex-%A_%a.out${T}-
-task${T}1${T}42_1${T}FAILED${T}1:0"
+task${T}1${T}42_1${T}FAILED${T}1:0${T}-${T}-"
   _rerun_read_plan "$good"
   [ "${#RERUN_SCRIPTS[@]}" -eq 1 ] && [ "${#RERUN_TASKS[@]}" -eq 1 ] && [ "$RERUN_OF" = ex-1 ]
   hostile_state_values
   local v line col plan
   for v in "${HOSTILE_STATE[@]}" "/etc/x.sbatch" "$jobs/../x.sbatch" "$jobs/a/b.sbatch"; do
     for line in 1 2 3; do
-      for col in 2 3 4 5 6 7; do
+      for col in 2 3 4 5 6 7 8; do
         plan=$(awk -F'\t' -v OFS='\t' -v l="$line" -v c="$col" -v v="$v" 'NR == l && c <= NF { $c = v } { print }' <<<"$good")
         [ "$plan" != "$good" ] || continue
         # Still legal: a task count, offset or array index that is a small number; a
@@ -155,6 +155,7 @@ task${T}1${T}42_1${T}FAILED${T}1:0"
         [[ ! $v =~ ^[0-9]+$ || ${#v} -gt 9 ]] || continue
         ! [[ $line == 1 && $col -le 3 && $v =~ ^[A-Za-z0-9_][A-Za-z0-9_.+-]*$ ]] || continue
         ! [[ $line == 2 && $col == 6 && $v == /* ]] || continue # any absolute log pattern
+        ! [[ $line == 3 && $col == 7 && $v =~ ^[A-Za-z0-9\ ,:\;\(\)_.-]+$ ]] || continue # words
         run _rerun_read_plan "$plan"
         [ "$status" -eq 2 ] || { echo "line $line col $col = '$v': $status"; false; }
         [[ $output == *"the rerun plan has a field that is not what it should be"* ]]

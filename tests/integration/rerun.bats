@@ -40,12 +40,18 @@ ids() {
   sed -n 's/^Submitted batch job \([0-9]*\).*/\1/p' <<<"$output"
 }
 
-@test "two failures of five: exactly those two lines again, with their indices, logs and results folders" {
+@test "two failures of six: exactly those two lines again, with their indices, logs and results folders" {
   lines 5 1 3
+  # Line 5 is requeued once (by itself), then completes: it counts by its final state.
+  # shellcheck disable=SC2016
+  echo '[ "${SLURM_RESTART_COUNT:-0}" -ge 1 ] || { scontrol requeue "${SLURM_ARRAY_JOB_ID}_$SLURM_ARRAY_TASK_ID"; sleep 60; }; bash line.sh 5' \
+    >>"$PROJECT/experiment_configurations.txt"
+  touch "$SCRATCH/fixed.5"
   submit -e five --time 5
   local first=$JOB_ID
-  wait_job "$first" 120 5
+  wait_job "$first" 180 6
   [ "$(job_states "$first" | grep -c '|FAILED|')" -eq 2 ]
+  [ "$(sacct -D -X -n -P -j "${first}_5" -o State | tr '\n' ' ')" = "REQUEUED COMPLETED " ]
   touch "$SCRATCH/fixed.1" "$SCRATCH/fixed.3"
   local before
   before=$(wc -l <"$LEDGER")
@@ -58,9 +64,9 @@ ids() {
   wait_job "$JOB_ID" 120 2
   # Slurm ran exactly array indices 1 and 3 of the new job, both completed.
   [ "$(job_states "$JOB_ID" | sort)" = "$(printf '%s\n' "${JOB_ID}_1|COMPLETED|0:0" "${JOB_ID}_3|COMPLETED|0:0")" ]
-  # Lines 0, 2, 4 ran once; lines 1 and 3 twice, both times as their own index.
+  # Lines 0, 2, 4, 5 ran once; lines 1 and 3 twice, both times as their own index.
   local i
-  for i in 0 2 4; do [ "$(cat "$SCRATCH/ran.$i")" = "$i" ]; done
+  for i in 0 2 4 5; do [ "$(cat "$SCRATCH/ran.$i")" = "$i" ]; done
   for i in 1 3; do [ "$(cat "$SCRATCH/ran.$i")" = "$(printf '%s\n' "$i" "$i")" ]; done
   # The rerun's logs are named by the original index; results go to the task's folder.
   grep -q "line 1 task 1" "$(job_log "$JOB_ID" five 1)"
@@ -75,7 +81,7 @@ ids() {
   [ "${f[1]}" = "$JOB_ID" ] && [ "${f[3]}" = 2 ] && [ "${f[9]}" = "$(head -1 "$LEDGER" | cut -f6)" ]
   run diff "$(head -1 "$LEDGER" | cut -f5)" "${f[4]}"
   [ "$(grep -c '^[<>] ' <<<"$output")" -eq 3 ]
-  [[ $output == *'< #SBATCH --array="0-4"'* && $output == *'> #SBATCH --array="1,3"'* ]]
+  [[ $output == *'< #SBATCH --array="0-5"'* && $output == *'> #SBATCH --array="1,3"'* ]]
   [[ $output == *"> # Rerun of submission "* ]]
   # hpc status shows the chain both ways.
   run --separate-stderr hpc status

@@ -22,14 +22,18 @@ hpc_rerun_check_args() {
   done
 }
 
-# _rerun_python_to VAR: python3 from PATH (the plan needs only the standard library),
-# else the project's venv's python.
+# _rerun_python_to VAR: python3 from PATH if it is 3.9 or later (the plan needs only the
+# standard library), else the project's venv's python.
 _rerun_python_to() {
   local -n _py=$1
-  _py=$(command -v python3) && return 0
-  [[ $J_VENV != none && -x $J_VENV/bin/python ]] ||
-    die "--rerun needs python3 (3.9 or later, no packages) on this machine, or the project's venv ($J_VENV)"
-  _py=$J_VENV/bin/python
+  local candidate
+  for candidate in "$(command -v python3)" "$J_VENV/bin/python"; do
+    [[ -n $candidate && $candidate != none/* && -x $candidate ]] || continue
+    "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 9))' 2>/dev/null || continue
+    _py=$candidate
+    return 0
+  done
+  die "--rerun needs Python 3.9 or later (the standard library only): python3 on PATH, or the project's venv ($J_VENV)"
 }
 
 # _rerun_plan_to VAR: the plan's lines (hpc_toolkit.rerun). Exits 0 when nothing is to be
@@ -154,7 +158,11 @@ hpc_rerun() {
   if ((OPT_DRY_RUN)); then
     for entry in "${RERUN_SCRIPTS[@]}"; do
       IFS=$'\t' read -r script spec count offset log data <<<"$entry"
-      printf '# would copy %s with --array=%s and submit: sbatch --parsable COPY\n' "$script" "$spec"
+      if [[ $spec == - ]]; then
+        printf '# would copy %s unchanged (not an array) and submit: sbatch --parsable COPY\n' "$script"
+      else
+        printf '# would copy %s with --array=%s and submit: sbatch --parsable COPY\n' "$script" "$spec"
+      fi
     done
     return 0
   fi

@@ -164,3 +164,30 @@ task${T}1${T}42_1${T}FAILED${T}1:0${T}-${T}-"
   done
   [ ! -e "$PWNED" ]
 }
+
+@test "a single job: its script copied unchanged but for the note; the ledger keeps %j" {
+  printf 'echo one\n' >"$PROJECT/experiment_configurations.txt"
+  submitter -e solo >/dev/null
+  local original
+  original=$(cut -f5 "$LEDGER")
+  : >"$SBATCH_STUB_LOG"
+  SACCT_ROWS=$'4242|NODE_FAIL|0:0\n' run --separate-stderr submitter --rerun 4242
+  [ "$status" -eq 0 ]
+  [ "${lines[1]}" = "  task 0 (line 1): NODE_FAIL (exit 0:0), was 4242" ]
+  [ "${lines[2]}" = "Submitted batch job 4242" ]
+  run diff "$original" "$(sed -n 2p "$SBATCH_STUB_LOG")"
+  [ "$(grep -c '^[<>]' <<<"$output")" -eq 1 ]
+  [[ $output == *"> # Rerun of submission solo-"* ]]
+  [ "$(tail -1 "$LEDGER" | cut -f4,9)" = "1"$'\t'"$SCRATCH/proj/hpc_outputs/solo-%j.out" ]
+}
+
+@test "no Python 3.9 here (an old python3, no venv python): a clear refusal, exit 2" {
+  five_submitted
+  : >"$SBATCH_STUB_LOG"
+  printf '#!/bin/sh\nexit 1\n' >"$BATS_TEST_TMPDIR/slurm/python3"
+  chmod +x "$BATS_TEST_TMPDIR/slurm/python3"
+  run --separate-stderr submitter --rerun 4242
+  [ "$status" -eq 2 ]
+  [[ $stderr == *"--rerun needs Python 3.9 or later (the standard library only)"* ]]
+  [ "$(sbatch_calls)" -eq 0 ]
+}

@@ -144,30 +144,26 @@ _rerun_print_tasks() {
   done
 }
 
-# hpc_rerun STAMP: the whole --rerun path, after the options were parsed.
-hpc_rerun() {
-  local stamp=$1 plan entry script spec count offset log data k=0 text copy id prev=""
-  local -a written=() ids=() submitted=()
-  [[ $OPT_RERUN =~ ^[0-9]{1,18}(_[0-9]{1,9})?$ ]] ||
-    die "--rerun '${OPT_RERUN:0:100}' is not a Slurm job id: give a job id that job_submitter.sh printed (any job of the submission; hpc status lists them)"
-  _rerun_plan_to plan
-  _rerun_read_plan "$plan"
-  J_EXP_NAME=$RERUN_EXP J_SUBMISSION_ID=$RERUN_EXP-$stamp J_RERUN_OF=$RERUN_OF
-  _rerun_print_tasks
-  local base=$J_SCRATCH_DIR/hpc_outputs/jobs/$J_SUBMISSION_ID-rerun
-  if ((OPT_DRY_RUN)); then
-    for entry in "${RERUN_SCRIPTS[@]}"; do
-      IFS=$'\t' read -r script spec count offset log data <<<"$entry"
-      if [[ $spec == - ]]; then
-        printf '# would copy %s unchanged (not an array) and submit: sbatch --parsable COPY\n' "$script"
-      else
-        printf '# would copy %s with --array=%s and submit: sbatch --parsable COPY\n' "$script" "$spec"
-      fi
-    done
-    return 0
-  fi
-  confirm_large_array "${#RERUN_TASKS[@]}"
-  HPC_DIE_STATUS=1
+# _rerun_dry_run: what --rerun would submit; nothing written.
+_rerun_dry_run() {
+  local entry script spec rest
+  for entry in "${RERUN_SCRIPTS[@]}"; do
+    IFS=$'\t' read -r script spec rest <<<"$entry"
+    if [[ $spec == - ]]; then
+      printf '# would copy %s unchanged (not an array) and submit: sbatch --parsable COPY\n' "$script"
+    else
+      printf '# would copy %s with --array=%s and submit: sbatch --parsable COPY\n' "$script" "$spec"
+    fi
+  done
+}
+
+# _rerun_submit_all BASE: copy and submit each script of the plan, in order (RERUN_SUBMITTED:
+# "ID COUNT SPEC COPY OFFSET LOG"); if sbatch refuses one, cancel those already in and
+# remove every copy.
+_rerun_submit_all() {
+  local base=$1 entry script spec count offset log data k=0 text copy id prev="" dep
+  local -a written=() ids=()
+  RERUN_SUBMITTED=()
   for entry in "${RERUN_SCRIPTS[@]}"; do
     IFS=$'\t' read -r script spec count offset log data <<<"$entry"
     copy=$base.sbatch
@@ -178,7 +174,7 @@ hpc_rerun() {
     _write_atomic "$copy" "$text"
     written+=("$copy")
     # A --max-parallel cap (%N) holds across the arrays: each waits for the one before.
-    local dep=""
+    dep=""
     [[ -z $prev || -z $RERUN_CAP ]] || dep=afterany:$prev
     _rerun_sbatch id "$copy" "$dep"
     if [[ -z $id ]]; then
@@ -188,12 +184,17 @@ hpc_rerun() {
     fi
     prev=$id
     ids+=("$id")
-    submitted+=("$id"$'\t'"$count"$'\t'"$spec"$'\t'"$copy"$'\t'"$offset"$'\t'"$log")
+    RERUN_SUBMITTED+=("$id"$'\t'"$count"$'\t'"$spec"$'\t'"$copy"$'\t'"$offset"$'\t'"$log")
     [[ $data == - ]] || printf '%s\n' "$id" >>"$data" ||
       warn "job $id submitted, but $data could not be updated: its data archive may be pruned while it waits"
   done
-  local ledger="" line
-  for entry in "${submitted[@]}"; do
+}
+
+# _rerun_record: the ledger lines of the rerun (one append, each with rerun_of), and what
+# was submitted.
+_rerun_record() {
+  local entry id count spec copy offset log ledger="" line
+  for entry in "${RERUN_SUBMITTED[@]}"; do
     IFS=$'\t' read -r id count spec copy offset log <<<"$entry"
     hpc_ledger_line_to line "$id" "$count" "$copy" job "$offset" "$log"
     ledger+=$line
@@ -206,4 +207,23 @@ hpc_rerun() {
   done
   hpc_ledger_append "$ledger"
   printf '  status: hpc status %s (the chain: hpc status %s)\n' "$id" "${RERUN_IDS%%,*}"
+}
+
+# hpc_rerun STAMP: the whole --rerun path, after the options were parsed.
+hpc_rerun() {
+  local plan
+  [[ $OPT_RERUN =~ ^[0-9]{1,18}(_[0-9]{1,9})?$ ]] ||
+    die "--rerun '${OPT_RERUN:0:100}' is not a Slurm job id: give a job id that job_submitter.sh printed (any job of the submission; hpc status lists them)"
+  _rerun_plan_to plan
+  _rerun_read_plan "$plan"
+  J_EXP_NAME=$RERUN_EXP J_SUBMISSION_ID=$RERUN_EXP-$1 J_RERUN_OF=$RERUN_OF
+  _rerun_print_tasks
+  if ((OPT_DRY_RUN)); then
+    _rerun_dry_run
+    return 0
+  fi
+  confirm_large_array "${#RERUN_TASKS[@]}"
+  HPC_DIE_STATUS=1 # from here on a failure is the machine's or Slurm's
+  _rerun_submit_all "$J_SCRATCH_DIR/hpc_outputs/jobs/$J_SUBMISSION_ID-rerun"
+  _rerun_record
 }

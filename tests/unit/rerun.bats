@@ -191,3 +191,24 @@ task${T}1${T}42_1${T}FAILED${T}1:0${T}-${T}-"
   [[ $stderr == *"--rerun needs Python 3.9 or later (the standard library only)"* ]]
   [ "$(sbatch_calls)" -eq 0 ]
 }
+
+@test "a split array whose second rerun array sbatch refuses: the first is cancelled, nothing kept" {
+  HPC_MAX_ARRAY_SIZE=2 submitter -e split >/dev/null # jobs 4242, 4243, 4244
+  export SACCT_ROWS=$'4242_0|COMPLETED|0:0\n4242_1|FAILED|1:0\n4243_0|COMPLETED|0:0\n4243_1|COMPLETED|0:0\n4244_0|TIMEOUT|0:0\n'
+  cp "$LEDGER" "$BATS_TEST_TMPDIR/ledger"
+  : >"$SBATCH_STUB_LOG"
+  # sbatch takes the first copy, refuses the second; scancel records what it cancels.
+  cat >"$BATS_TEST_TMPDIR/slurm/sbatch" <<STUB
+#!/bin/sh
+[ "\$(grep -c '^--\$' "$SBATCH_STUB_LOG")" -eq 0 ] || export SBATCH_STUB_FAIL="Job violates accounting policy"
+exec "$REPO_ROOT/tests/helpers/stubs/sbatch" "\$@"
+STUB
+  printf '#!/bin/sh\necho "$@" >>"%s"\n' "$BATS_TEST_TMPDIR/scancel.log" >"$BATS_TEST_TMPDIR/slurm/scancel"
+  chmod +x "$BATS_TEST_TMPDIR/slurm/sbatch" "$BATS_TEST_TMPDIR/slurm/scancel"
+  run --separate-stderr submitter --rerun 4243
+  [ "$status" -eq 1 ]
+  [[ $stderr == *"sbatch did not accept the rerun of "*"-part3.sbatch"*"(jobs 4242 were cancelled)"* ]]
+  [ "$(cat "$BATS_TEST_TMPDIR/scancel.log")" = 4242 ]
+  cmp "$LEDGER" "$BATS_TEST_TMPDIR/ledger"
+  [ -z "$(find "$SCRATCH" -name '*-rerun*')" ]
+}

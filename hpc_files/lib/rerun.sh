@@ -115,19 +115,6 @@ hpc_rerun_script_text_to() {
   [[ $spec == - ]] || ((found)) || die "$script has no #SBATCH --array line: it was edited; submit the lines again without --rerun"
 }
 
-# _rerun_sbatch VAR SCRIPT [DEPENDENCY]: sbatch --parsable; VAR the job id, "" if refused
-# (sbatch's own message is on stderr, its stdout in RERUN_SBATCH_OUT).
-_rerun_sbatch() {
-  local -n _id=$1
-  local argv=(sbatch --parsable) out rc=0
-  [[ -z ${3:-} ]] || argv+=("--dependency=$3" --kill-on-invalid-dep=yes)
-  argv+=("$2")
-  out=$("${argv[@]}") || rc=$?
-  RERUN_SBATCH_OUT="exit $rc${out:+, said: $out}"
-  _id=""
-  ((rc != 0)) || [[ ! ${out%%;*} =~ ^[0-9]+$ ]] || _id=${out%%;*}
-}
-
 # _rerun_print_tasks: which lines are rerun, and why.
 _rerun_print_tasks() {
   local entry n sid state code lines detail
@@ -157,12 +144,13 @@ _rerun_dry_run() {
   done
 }
 
-# _rerun_submit_all BASE: copy and submit each script of the plan, in order (RERUN_SUBMITTED:
+# _rerun_submit_all BASE: copy and submit each script of the plan, in order, through
+# hpc_sbatch (sbatch.sh), which notes their ledger lines (RERUN_SUBMITTED:
 # "ID COUNT SPEC COPY OFFSET LOG"); if sbatch refuses one, cancel those already in and
 # remove every copy.
 _rerun_submit_all() {
-  local base=$1 entry script spec count offset log data k=0 text copy id prev="" dep
-  local -a written=() ids=()
+  local base=$1 entry script spec count offset log data k=0 text copy id prev=""
+  local -a written=() ids=() dep
   RERUN_SUBMITTED=()
   for entry in "${RERUN_SCRIPTS[@]}"; do
     IFS=$'\t' read -r script spec count offset log data <<<"$entry"
@@ -174,13 +162,13 @@ _rerun_submit_all() {
     _write_atomic "$copy" "$text"
     written+=("$copy")
     # A --max-parallel cap (%N) holds across the arrays: each waits for the one before.
-    dep=""
-    [[ -z $prev || -z $RERUN_CAP ]] || dep=afterany:$prev
-    _rerun_sbatch id "$copy" "$dep"
-    if [[ -z $id ]]; then
+    dep=()
+    [[ -z $prev || -z $RERUN_CAP ]] || dep=("--dependency=afterany:$prev" --kill-on-invalid-dep=yes)
+    if ! hpc_sbatch id --ledger job "$count" "$copy" "$offset" "$log" "${dep[@]}" "$copy"; then
       ((${#ids[@]} == 0)) || scancel "${ids[@]}" || warn "could not cancel jobs ${ids[*]}: cancel them with scancel"
       rm -f -- "${written[@]}"
-      die "sbatch did not accept the rerun of $script ($RERUN_SBATCH_OUT); nothing was submitted${ids[*]:+ (jobs ${ids[*]} were cancelled)}"
+      HPC_LEDGER_PENDING=""
+      die "sbatch did not accept the rerun of $script ($HPC_SBATCH_SAID); nothing was submitted${ids[*]:+ (jobs ${ids[*]} were cancelled)}"
     fi
     prev=$id
     ids+=("$id")
@@ -190,14 +178,13 @@ _rerun_submit_all() {
   done
 }
 
-# _rerun_record: the ledger lines of the rerun (one append, each with rerun_of), and what
-# was submitted.
+# _rerun_record: the ledger lines of the rerun (hpc_sbatch noted them, each with rerun_of:
+# one append), and what was submitted.
 _rerun_record() {
-  local entry id count spec copy offset log ledger="" line
+  local entry id count spec copy offset log
+  hpc_ledger_flush
   for entry in "${RERUN_SUBMITTED[@]}"; do
     IFS=$'\t' read -r id count spec copy offset log <<<"$entry"
-    hpc_ledger_line_to line "$id" "$count" "$copy" job "$offset" "$log"
-    ledger+=$line
     if [[ $spec == - ]]; then
       printf 'Submitted batch job %s\n' "$id"
     else
@@ -205,7 +192,6 @@ _rerun_record() {
     fi
     printf '  script: %s\n' "$copy"
   done
-  hpc_ledger_append "$ledger"
   printf '  status: hpc status %s (the chain: hpc status %s)\n' "$id" "${RERUN_IDS%%,*}"
 }
 

@@ -60,13 +60,20 @@ lightning_requeue_note() {
   fi
 }
 
+# need_sbatch: a real submission needs sbatch on PATH.
+need_sbatch() {
+  if ((OPT_DRY_RUN == 0)) && ! command -v sbatch >/dev/null; then
+    HPC_DIE_STATUS=1 die "sbatch not found on PATH: run this on a Slurm login node, or start the local test cluster (bash tests/cluster/local_cluster.sh start, then eval \"\$(bash tests/cluster/local_cluster.sh env)\"), or preview with --dry-run"
+  fi
+}
+
 # The toolkit's folder (hpc_files/), found from this file so it runs from anywhere.
 HPC_TOOLKIT_DIR=${BASH_SOURCE[0]}
 [[ $HPC_TOOLKIT_DIR == /* ]] || HPC_TOOLKIT_DIR=$PWD/$HPC_TOOLKIT_DIR
 HPC_TOOLKIT_DIR=${HPC_TOOLKIT_DIR%/*}
 # shellcheck source=hpc_files/lib/hpc_lib.sh
 source "$HPC_TOOLKIT_DIR/lib/hpc_lib.sh"
-for _part in options profile validate resources configs blocks count_args plan sbatch submit ledger coderecord mail local venv container staging wandb_key sweep arrays cluster; do
+for _part in options profile validate resources configs blocks count_args plan sbatch submit ledger coderecord mail local venv container staging wandb_key sweep arrays cluster rerun; do
   # shellcheck source=/dev/null
   source "$HPC_TOOLKIT_DIR/lib/$_part.sh"
 done
@@ -99,6 +106,12 @@ prepare() {
   hpc_parse_options "$@"
   ((OPT_HELP == 0)) || return 0
   hpc_profile_load "${OPT_CLUSTER:-${HPC_CLUSTER:-generic}}" "$HPC_TOOLKIT_DIR/clusters"
+  if [[ -n $OPT_RERUN ]]; then # everything else comes from the kept scripts (rerun.sh)
+    hpc_rerun_check_args "$@"
+    hpc_settle_paths "$source_dir"
+    need_sbatch
+    return 0
+  fi
   hpc_settle_job
   hpc_plan_settle_job_side
   hpc_sweep_validate # a sweep makes its own commands (hpc_sweep_stage)
@@ -123,8 +136,7 @@ prepare() {
   fi
   hpc_debug_check_plan # --local: every task's chunk on one node
   if ((OPT_DRY_RUN == 0 && OPT_LOCAL == 0)); then
-    command -v sbatch >/dev/null ||
-      HPC_DIE_STATUS=1 die "sbatch not found on PATH: run this on a Slurm login node, or start the local test cluster (bash tests/cluster/local_cluster.sh start, then eval \"\$(bash tests/cluster/local_cluster.sh env)\"), or preview with --dry-run"
+    need_sbatch
     # The Slurm version, --time within MaxTime, --gpu-type (each distinct request of the
     # chunks: resource blocks); before anything waits.
     hpc_plan_each_distinct "J_PARTITION J_TIME J_GPU_TYPE" hpc_blocks_cluster_check
@@ -141,6 +153,10 @@ main() {
   if ((OPT_HELP)); then
     usage
     return 0
+  fi
+  if [[ -n $OPT_RERUN ]]; then
+    hpc_rerun "$stamp"
+    return
   fi
   lightning_requeue_note
   if ((OPT_LOCAL)); then

@@ -6,7 +6,8 @@
 #   submitted_at  job_id  exp_name  num_tasks  script  submission_id  kind  task_offset  log
 # kind is job (the experiments) or venv (the --setup-venv job); task_offset is the
 # submission's task number of array index 0 (HPC_TASK_OFFSET of a split array); log is
-# sbatch's --output pattern (%j, %A, %a left as Slurm writes them).
+# sbatch's --output pattern (%j, %A, %a left as Slurm writes them). The lines of a rerun
+# (--rerun, rerun.sh) have a tenth field, rerun_of: the submission id they rerun.
 
 # hpc_ledger_line_to VAR JOB_ID NUM_TASKS SCRIPT KIND TASK_OFFSET LOG: one line (with \n).
 hpc_ledger_line_to() {
@@ -19,8 +20,8 @@ hpc_ledger_line_to() {
       return 0
     }
   done
-  printf -v _line '%(%Y-%m-%dT%H:%M:%S%z)T\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' -1 \
-    "$2" "$J_EXP_NAME" "$3" "$4" "${J_SUBMISSION_ID:-$2}" "$5" "$6" "$7"
+  printf -v _line '%(%Y-%m-%dT%H:%M:%S%z)T\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s%s\n' -1 \
+    "$2" "$J_EXP_NAME" "$3" "$4" "${J_SUBMISSION_ID:-$2}" "$5" "$6" "$7" "${J_RERUN_OF:+$'\t'$J_RERUN_OF}"
 }
 
 # hpc_ledger_append TEXT: append the lines of one submission in a single write.

@@ -76,6 +76,7 @@ hpc_submit_options() {
   hpc_option - --interactive flag '' OPT_INTERACTIVE '' "a shell on a compute node with the job's resources and environment (salloc + srun --pty)"
   hpc_option - --task value I OPT_TASK 'every line (--local)' 'with --local or --interactive: only array task I (line I+1 of the configs file)'
   hpc_option - --port value N OPT_PORT '' 'with --interactive: print the ssh -L N:NODE:N LOGIN line to reach port N of the node (TensorBoard, Jupyter)'
+  hpc_option - --rerun value JOB_ID OPT_RERUN '' "submit again the tasks of JOB_ID's submission that did not end COMPLETED, from its kept batch scripts: same resources, settings and line indices; refused while any of its tasks is queued or running; only --dry-run and --yes go with it"
   hpc_option -y --yes flag '' OPT_YES '' 'do not ask before submitting an array of more than 100 tasks (only ever asked on a terminal)'
   hpc_option -h --help flag '' OPT_HELP '' 'this help'
 }

@@ -64,6 +64,28 @@ def _say_sources(q: TaskQuery) -> None:
     typer.echo(f"States from: {', '.join(q.sources) or 'no source (unknown)'}")
 
 
+def _rerun_chain(groups: list[Group]) -> dict[str, list[str]]:
+    """Per submission id, the lines that link it to its reruns (job_submitter.sh --rerun)."""
+    by_id = {g.submission_id: g for g in groups}
+    out: dict[str, list[str]] = {}
+
+    def ids(g: Group) -> str:
+        return ",".join(j.job_id for j in g.jobs if j.kind == "job")
+
+    for g in groups:
+        orig = by_id.get(g.rerun_of) if g.rerun_of else None
+        if g.rerun_of:
+            was = f"jobs {ids(orig)}" if orig else "no longer in the ledger"
+            out.setdefault(g.submission_id, []).append(
+                f"   rerun of {g.rerun_of} ({was}): {g.num_tasks} task(s) that did not complete"
+            )
+        if orig is not None:
+            out.setdefault(orig.submission_id, []).append(
+                f"   rerun as {g.submission_id} (jobs {ids(g)})"
+            )
+    return out
+
+
 @app.command()
 def status(
     target: Annotated[
@@ -88,6 +110,7 @@ def status(
     scontrol show job: one call per source for all the jobs shown.
     """
     scratch, groups = _load(scratch_dir)
+    chain = _rerun_chain(groups)
     only_task: str | None = None
     if target is not None:
         group, only_task = _target(target, groups)
@@ -118,6 +141,7 @@ def status(
             f"{g.num_tasks} task(s)  submitted {g.submitted_at.strftime('%Y-%m-%d %H:%M')}  "
             f"{states}"
         )
+        out.extend(chain.get(g.submission_id, []))
         if summary:
             continue
         if only_task is not None:

@@ -2,8 +2,9 @@
 
 `$SCRATCH/<project>/hpc_outputs/jobs/submissions.tsv` holds one tab-separated line per
 Slurm job (hpc_files/lib/ledger.sh writes all lines of one submission in one append):
-`submitted_at job_id exp_name num_tasks script submission_id kind task_offset log`.
-Lines from older versions have only the first five fields. The ledger is only ever
+`submitted_at job_id exp_name num_tasks script submission_id kind task_offset log`, and
+on the lines of a rerun (`job_submitter.sh --rerun`) a tenth, `rerun_of`: the submission
+id it reruns. Lines from older versions have only the first five fields. The ledger is only ever
 appended to by a shell, so a torn or hand-edited line is possible: it is skipped with a
 warning, never fatal, because the other lines are still worth showing.
 """
@@ -19,6 +20,8 @@ from pathlib import Path
 from hpc_toolkit.slurm import expand_range
 
 LEDGER = Path("hpc_outputs", "jobs", "submissions.tsv")
+# EXP-YYYYmmdd-HHMMSS-PID as ledger.sh writes it (the experiment name's characters).
+SUBMISSION_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+-]{0,200}")
 
 
 class LocateError(RuntimeError):
@@ -38,6 +41,7 @@ class SlurmJob:
     kind: str = "job"  # job | venv
     task_offset: int = 0
     log: str = ""  # sbatch's --output pattern; "" on old lines
+    rerun_of: str = ""  # the submission this one reruns (job_submitter.sh --rerun)
 
     @property
     def is_array(self) -> bool:
@@ -61,6 +65,11 @@ class Group:
     exp_name: str
     submitted_at: datetime
     jobs: list[SlurmJob] = field(default_factory=list)
+
+    @property
+    def rerun_of(self) -> str:
+        """The submission id this one reruns, "" for a first submission."""
+        return self.jobs[0].rerun_of if self.jobs else ""
 
     @property
     def job_ids(self) -> list[str]:
@@ -117,15 +126,19 @@ def _parse_time(text: str) -> datetime:
 def parse_line(line: str) -> SlurmJob:
     """One ledger line; ValueError saying what is wrong with it."""
     cols = line.rstrip("\r\n").split("\t")
-    if len(cols) not in (5, 9):
-        raise ValueError(f"{len(cols)} tab-separated fields instead of 5 or 9")
+    if len(cols) not in (5, 9, 10):
+        raise ValueError(f"{len(cols)} tab-separated fields instead of 5, 9 or 10")
     when, job_id, exp_name, num_tasks, script = cols[:5]
-    sub_id, kind, offset, log = cols[5:] if len(cols) == 9 else (job_id, "job", "0", "")
+    sub_id, kind, offset, log = cols[5:9] if len(cols) >= 9 else (job_id, "job", "0", "")
+    rerun_of = cols[9] if len(cols) == 10 else ""
+    if len(cols) == 10 and not SUBMISSION_ID.fullmatch(rerun_of):
+        raise ValueError(f"rerun_of {rerun_of[:100]!r} is not a submission id")
     if not re.fullmatch(r"[0-9]+", job_id):
         raise ValueError(f"job id {job_id!r} is not a number")
-    if not re.fullmatch(r"[0-9]+", num_tasks) or int(num_tasks) < 1:
-        raise ValueError(f"task count {num_tasks!r} is not a positive whole number")
-    if kind not in ("job", "venv") or not re.fullmatch(r"[0-9]+", offset):
+    # Bounded: an edited count must not make a reader list 10**23 tasks.
+    if not re.fullmatch(r"[0-9]{1,9}", num_tasks) or int(num_tasks) < 1:
+        raise ValueError(f"task count {num_tasks[:30]!r} is not a whole number from 1 to 999999999")
+    if kind not in ("job", "venv") or not re.fullmatch(r"[0-9]{1,18}", offset):
         raise ValueError(f"kind {kind!r} or task offset {offset!r} is not valid")
     if not exp_name or (not script and kind == "job"):
         raise ValueError("empty experiment name or script path")
@@ -135,7 +148,7 @@ def parse_line(line: str) -> SlurmJob:
         raise ValueError(f"time {when!r} is not ISO 8601") from None
     return SlurmJob(
         submitted_at, job_id, exp_name, int(num_tasks), Path(script), sub_id or job_id,
-        kind, int(offset), log,
+        kind, int(offset), log, rerun_of,
     )  # fmt: skip
 
 

@@ -1,0 +1,215 @@
+# shellcheck shell=bash
+# --rerun JOB_ID: submit again the tasks of a submission that did not end COMPLETED.
+# Which ones: hpc_toolkit.rerun (python/; standard library only, any python3), which reads
+# the ledger and asks Slurm the way `hpc status` does. How: from the batch scripts the
+# submission kept in hpc_outputs/jobs/, each copied with only its `#SBATCH --array` line
+# narrowed to the indices to run again, so resources, settings, HPC_TASK_OFFSET and the
+# commands file are the original's by construction and every task keeps its line index.
+# Every field of the plan is checked again here before it names a file or an argument.
+
+# hpc_rerun_check_args ARGS...: --rerun takes its settings from the original submission;
+# only --dry-run and --yes go with it.
+hpc_rerun_check_args() {
+  local a
+  while (($#)); do
+    a=$1
+    shift
+    case $a in
+      --rerun) shift ;;
+      --rerun=* | -n | --dry-run | -y | --yes) ;;
+      *) die "--rerun takes every setting from the submission's kept batch scripts: drop ${a%%=*} (to change resources or lines, submit again without --rerun)" ;;
+    esac
+  done
+}
+
+# _rerun_python_to VAR: python3 from PATH if it is 3.9 or later (the plan needs only the
+# standard library), else the project's venv's python.
+_rerun_python_to() {
+  local -n _py=$1
+  local candidate
+  for candidate in "$(command -v python3)" "$J_VENV/bin/python"; do
+    [[ -n $candidate && $candidate != none/* && -x $candidate ]] || continue
+    "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 9))' 2>/dev/null || continue
+    _py=$candidate
+    return 0
+  done
+  die "--rerun needs Python 3.9 or later (the standard library only): python3 on PATH, or the project's venv ($J_VENV)"
+}
+
+# _rerun_plan_to VAR: the plan's lines (hpc_toolkit.rerun). Exits 0 when nothing is to be
+# rerun, 2 when it refuses (its message is on stderr).
+_rerun_plan_to() {
+  local -n _plan=$1
+  local py rc=0
+  _rerun_python_to py
+  # The toolkit's python/ goes in as an argument, not PYTHONPATH (a ':' would split it).
+  _plan=$("$py" -c 'import sys; sys.path.insert(0, sys.argv.pop(1))
+from hpc_toolkit.rerun import main; sys.exit(main(sys.argv[1:]))' \
+    "${HPC_TOOLKIT_DIR%/*}/python" --prog "$HPC_PROG" --scratch-dir "$J_SCRATCH_DIR" "$OPT_RERUN") || rc=$?
+  case $rc in
+    0) ;;
+    3) printf '%s\n' "$_plan" && exit 0 ;;
+    2) exit 2 ;;
+    *) HPC_DIE_STATUS=1 die "could not work out what to rerun ($py exited $rc); nothing was submitted" ;;
+  esac
+}
+
+_rerun_bad_plan() {
+  die "the rerun plan has a field that is not what it should be (${1:0:200}): the ledger or a kept script was edited; submit the lines again without --rerun"
+}
+
+# _rerun_read_plan TEXT: RERUN_* from the plan, every field checked.
+_rerun_read_plan() {
+  local kind a b c d e f g line jobs=$J_SCRATCH_DIR/hpc_outputs/jobs/
+  local spec_re='^[0-9]{1,9}(-[0-9]{1,9})?(,[0-9]{1,9}(-[0-9]{1,9})?)*$'
+  RERUN_OF="" RERUN_EXP="" RERUN_IDS="" RERUN_SCRIPTS=() RERUN_TASKS=()
+  while IFS= read -r line; do
+    IFS=$'\t' read -r kind a b c d e f g <<<"$line"
+    case $kind in
+      submission)
+        { is_safe_name "$a" && ((${#a} <= 200)); } || _rerun_bad_plan "submission id '$a'"
+        is_exp_name "$b" || _rerun_bad_plan "experiment name '$b'"
+        [[ $c =~ ^[0-9]{1,18}(,[0-9]{1,18})*$ ]] || _rerun_bad_plan "job ids '$c'"
+        RERUN_OF=$a RERUN_EXP=$b RERUN_IDS=$c
+        ;;
+      script)
+        { [[ $a == "$jobs"*.sbatch && ${a#"$jobs"} != */* && ${a#"$jobs"} != .* ]] &&
+          ! has_newline "$a"; } || _rerun_bad_plan "script '$a'"
+        [[ $b == - || $b =~ $spec_re ]] || _rerun_bad_plan "array indices '$b'"
+        { is_count "$c" && is_size "$d"; } || _rerun_bad_plan "task count '$c' or offset '$d'"
+        { [[ $e == /* ]] && ! has_newline "$e"; } || _rerun_bad_plan "log '$e'"
+        [[ $f == - || ($f == "$J_SCRATCH_DIR/$HPC_STAGING_DIRNAME/"*.jobs && $f != *..*) ]] ||
+          _rerun_bad_plan "data jobs file '$f'"
+        RERUN_SCRIPTS+=("$a"$'\t'"$b"$'\t'"$((10#$c))"$'\t'"$((10#$d))"$'\t'"$e"$'\t'"$f")
+        ;;
+      task)
+        { is_size "$a" && [[ $b =~ ^[0-9]{1,18}(_[0-9]{1,9})?$ && $c =~ ^[A-Z_]{1,30}$ &&
+          $d =~ ^(-|[0-9]{1,9}:[0-9]{1,9})$ && $e =~ ^(-|[0-9]{1,9}(-[0-9]{1,9})?)$ &&
+          $f =~ ^[A-Za-z0-9\ ,:\;\(\)_.-]{1,4000}$ && -z $g ]]; } || _rerun_bad_plan "task '$a $b $c $d $e'"
+        RERUN_TASKS+=("$((10#$a))"$'\t'"$b"$'\t'"$c"$'\t'"$d"$'\t'"$e"$'\t'"$f")
+        ;;
+      *) _rerun_bad_plan "record '$kind'" ;;
+    esac
+  done <<<"$1"
+  { [[ -n $RERUN_OF ]] && ((${#RERUN_SCRIPTS[@]} && ${#RERUN_TASKS[@]})); } ||
+    _rerun_bad_plan "no submission, script or task"
+}
+
+# hpc_rerun_script_text_to VAR SCRIPT SPEC NOTE: SCRIPT's text with its #SBATCH --array line
+# set to SPEC (its %N cap kept, also in RERUN_CAP), NOTE as a comment after the #! line.
+# SPEC "-": unchanged.
+hpc_rerun_script_text_to() {
+  local -n _text=$1
+  local script=$2 spec=$3 note=$4 line cap n=0 found=0
+  _text="" RERUN_CAP=""
+  while IFS= read -r line || [[ -n $line ]]; do
+    if [[ $spec != - && $line =~ ^#SBATCH\ --array= ]]; then
+      cap=""
+      [[ ! $line =~ %([0-9]+)\"?$ ]] || cap=%${BASH_REMATCH[1]}
+      line="#SBATCH --array=\"$spec$cap\"" RERUN_CAP=$cap
+      found=1
+    fi
+    _text+=$line$'\n'
+    ((++n > 1)) || _text+="# $note"$'\n'
+  done <"$script" || die "cannot read $script"
+  [[ $spec == - ]] || ((found)) || die "$script has no #SBATCH --array line: it was edited; submit the lines again without --rerun"
+}
+
+# _rerun_print_tasks: which lines are rerun, and why.
+_rerun_print_tasks() {
+  local entry n sid state code lines detail
+  printf 'Rerun of submission %s (job(s) %s): %d task(s) did not complete:\n' \
+    "$RERUN_OF" "$RERUN_IDS" "${#RERUN_TASKS[@]}"
+  for entry in "${RERUN_TASKS[@]}"; do
+    IFS=$'\t' read -r n sid state code lines detail <<<"$entry"
+    [[ $code == - ]] || state+=" (exit $code)"
+    if [[ $lines == - ]]; then
+      printf '  task %d (line %d): %s, was %s\n' "$n" "$((n + 1))" "$state" "$sid"
+    else # a packed job (--pack): the whole job runs again
+      printf '  task %d (packed, lines %s): %s, was %s; %s\n' "$n" "$lines" "$state" "$sid" "$detail"
+    fi
+  done
+}
+
+# _rerun_dry_run: what --rerun would submit; nothing written.
+_rerun_dry_run() {
+  local entry script spec rest
+  for entry in "${RERUN_SCRIPTS[@]}"; do
+    IFS=$'\t' read -r script spec rest <<<"$entry"
+    if [[ $spec == - ]]; then
+      printf '# would copy %s unchanged (not an array) and submit: sbatch --parsable COPY\n' "$script"
+    else
+      printf '# would copy %s with --array=%s and submit: sbatch --parsable COPY\n' "$script" "$spec"
+    fi
+  done
+}
+
+# _rerun_submit_all BASE: copy and submit each script of the plan, in order, through
+# hpc_sbatch (sbatch.sh), which notes their ledger lines (RERUN_SUBMITTED:
+# "ID COUNT SPEC COPY OFFSET LOG"); if sbatch refuses one, cancel those already in and
+# remove every copy.
+_rerun_submit_all() {
+  local base=$1 entry script spec count offset log data k=0 text copy id prev=""
+  local -a written=() ids=() dep
+  RERUN_SUBMITTED=()
+  for entry in "${RERUN_SCRIPTS[@]}"; do
+    IFS=$'\t' read -r script spec count offset log data <<<"$entry"
+    copy=$base.sbatch
+    ((${#RERUN_SCRIPTS[@]} == 1)) || copy=$base-part$((++k)).sbatch
+    [[ ! -e $copy ]] || die "$copy already exists: run --rerun again in a second"
+    hpc_rerun_script_text_to text "$script" "$spec" \
+      "Rerun of submission $RERUN_OF (job_submitter.sh --rerun $OPT_RERUN): a copy of $script with only --array changed"
+    _write_atomic "$copy" "$text"
+    written+=("$copy")
+    # A --max-parallel cap (%N) holds across the arrays: each waits for the one before.
+    dep=()
+    [[ -z $prev || -z $RERUN_CAP ]] || dep=("--dependency=afterany:$prev" --kill-on-invalid-dep=yes)
+    if ! hpc_sbatch id --ledger job "$count" "$copy" "$offset" "$log" "${dep[@]}" "$copy"; then
+      ((${#ids[@]} == 0)) || scancel "${ids[@]}" || warn "could not cancel jobs ${ids[*]}: cancel them with scancel"
+      rm -f -- "${written[@]}"
+      HPC_LEDGER_PENDING=""
+      die "sbatch did not accept the rerun of $script ($HPC_SBATCH_SAID); nothing was submitted${ids[*]:+ (jobs ${ids[*]} were cancelled)}"
+    fi
+    prev=$id
+    ids+=("$id")
+    RERUN_SUBMITTED+=("$id"$'\t'"$count"$'\t'"$spec"$'\t'"$copy"$'\t'"$offset"$'\t'"$log")
+    [[ $data == - ]] || printf '%s\n' "$id" >>"$data" ||
+      warn "job $id submitted, but $data could not be updated: its data archive may be pruned while it waits"
+  done
+}
+
+# _rerun_record: the ledger lines of the rerun (hpc_sbatch noted them, each with rerun_of:
+# one append), and what was submitted.
+_rerun_record() {
+  local entry id count spec copy offset log
+  hpc_ledger_flush
+  for entry in "${RERUN_SUBMITTED[@]}"; do
+    IFS=$'\t' read -r id count spec copy offset log <<<"$entry"
+    if [[ $spec == - ]]; then
+      printf 'Submitted batch job %s\n' "$id"
+    else
+      printf 'Submitted batch job %s (array of %d task(s) as array indices %s)\n' "$id" "$count" "$spec"
+    fi
+    printf '  script: %s\n' "$copy"
+  done
+  printf '  status: hpc status %s (the chain: hpc status %s)\n' "$id" "${RERUN_IDS%%,*}"
+}
+
+# hpc_rerun STAMP: the whole --rerun path, after the options were parsed.
+hpc_rerun() {
+  local plan
+  [[ $OPT_RERUN =~ ^[0-9]{1,18}(_[0-9]{1,9})?$ ]] ||
+    die "--rerun '${OPT_RERUN:0:100}' is not a Slurm job id: give a job id that job_submitter.sh printed (any job of the submission; hpc status lists them)"
+  _rerun_plan_to plan
+  _rerun_read_plan "$plan"
+  J_EXP_NAME=$RERUN_EXP J_SUBMISSION_ID=$RERUN_EXP-$1 J_RERUN_OF=$RERUN_OF
+  _rerun_print_tasks
+  if ((OPT_DRY_RUN)); then
+    _rerun_dry_run
+    return 0
+  fi
+  confirm_large_array "${#RERUN_TASKS[@]}"
+  HPC_DIE_STATUS=1 # from here on a failure is the machine's or Slurm's
+  _rerun_submit_all "$J_SCRATCH_DIR/hpc_outputs/jobs/$J_SUBMISSION_ID-rerun"
+  _rerun_record
+}

@@ -44,7 +44,11 @@ print_dry_run() {
   printf -v line '%q ' "${argv[@]}"
   printf '%s\n\n# ---- batch script: %s ----\n' "${line% }" "${argv[-1]}"
   hpc_plan_script 0
-  printf '\n# ---- commands (%d), one per array task, as they run: %s ----\n' "${#J_COMMANDS[@]}" "$J_COMMANDS_PATH"
+  if [[ -n ${J_PACK:-} ]]; then
+    printf '\n# ---- commands (%d), %d per job, as they run: %s ----\n' "${#J_COMMANDS[@]}" "$J_PACK_LINES" "$J_COMMANDS_PATH"
+  else
+    printf '\n# ---- commands (%d), one per array task, as they run: %s ----\n' "${#J_COMMANDS[@]}" "$J_COMMANDS_PATH"
+  fi
   printf '%s\n' "${J_COMMANDS[@]}"
 }
 
@@ -73,7 +77,7 @@ HPC_TOOLKIT_DIR=${BASH_SOURCE[0]}
 HPC_TOOLKIT_DIR=${HPC_TOOLKIT_DIR%/*}
 # shellcheck source=hpc_files/lib/hpc_lib.sh
 source "$HPC_TOOLKIT_DIR/lib/hpc_lib.sh"
-for _part in options profile validate resources configs blocks count_args plan sbatch submit ledger coderecord mail local venv container staging wandb_key sweep arrays cluster rerun; do
+for _part in options profile validate resources configs blocks count_args plan sbatch submit ledger coderecord mail local venv container staging wandb_key sweep arrays cluster rerun pack; do
   # shellcheck source=/dev/null
   source "$HPC_TOOLKIT_DIR/lib/$_part.sh"
 done
@@ -117,8 +121,10 @@ prepare() {
   hpc_sweep_validate # a sweep makes its own commands (hpc_sweep_stage)
   if ! hpc_sweep_requested; then
     hpc_read_configs "${OPT_CONFIGS:-$source_dir/experiment_configurations.txt}"
-    hpc_check_task_count "${#J_COMMANDS[@]}" "the configs file's ${#J_COMMANDS[@]} commands"
+    # (Packed, the jobs are fewer than the lines: hpc_pack_settle counts them.)
+    hpc_pack_requested || hpc_check_task_count "${#J_COMMANDS[@]}" "the configs file's ${#J_COMMANDS[@]} commands"
   fi
+  hpc_pack_settle # --pack, --lines-per-job (pack.sh)
   hpc_settle_paths "$source_dir"
   hpc_sweep_requested || hpc_check_scripts_exist
   settle_commands
@@ -174,6 +180,7 @@ main() {
     else
       hpc_plan_chunks_note
     fi
+    hpc_pack_dry_run_note
     print_dry_run
     return 0
   fi
@@ -183,7 +190,9 @@ main() {
     hpc_interactive_run
     return
   fi
-  confirm_large_array "${#J_COMMANDS[@]}"
+  local tasks
+  hpc_task_count_to tasks
+  confirm_large_array "$tasks"
   HPC_DIE_STATUS=1 # from here on a failure is the machine's or Slurm's, not the input's
   hpc_code_snapshot
   hpc_plan_each_distinct J_DATA_ARCHIVE hpc_staging_build # each chunk's --data archive
@@ -191,6 +200,7 @@ main() {
   ! hpc_sweep_requested || hpc_sweep_write # an offline sweep's folder, just before sbatch
   hpc_submit_plan submitted "$venv_job"
   hpc_print_submitted "${submitted[@]}"
+  hpc_pack_print_submitted
   hpc_code_record
   ! hpc_sweep_requested || hpc_sweep_submitted
 }

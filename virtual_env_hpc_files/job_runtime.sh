@@ -10,6 +10,8 @@ source "${BASH_SOURCE[0]%/*}/job_lib.sh"
 source "${BASH_SOURCE[0]%/*}/launchers.sh"
 # shellcheck source=virtual_env_hpc_files/requeue.sh
 source "${BASH_SOURCE[0]%/*}/requeue.sh"
+# shellcheck source=virtual_env_hpc_files/pack.sh
+source "${BASH_SOURCE[0]%/*}/pack.sh"
 # shellcheck source=virtual_env_hpc_files/staging.sh
 source "${BASH_SOURCE[0]%/*}/staging.sh"
 # shellcheck source=singularity_hpc_files/container.sh
@@ -87,7 +89,11 @@ hpc_job_begin() {
     exit "$stale_rc"
   fi
   hpc_attempt_begin # what this attempt writes to $HPC_CHECKPOINT_DIR (requeue.sh)
-  hpc_read_task_command
+  if [[ -n ${HPC_PACK:-} ]]; then
+    hpc_pack_begin # this job's lines (pack.sh)
+  else
+    hpc_read_task_command
+  fi
   [[ -z ${HPC_WANDB_KEY_FILE:-} ]] || hpc_load_wandb_key "$HPC_WANDB_KEY_FILE"
   hpc_log "job ${SLURM_JOB_ID:-?}${SLURM_ARRAY_TASK_ID:+ (array task $SLURM_ARRAY_TASK_ID of $HPC_NUM_TASKS)}, attempt $((HPC_RESTART_COUNT + 1)), nodes ${SLURM_JOB_NODELIST:-?}, Slurm ${HPC_SLURM_VERSION:-unknown}"
   hpc_log "command: $HPC_COMMAND"
@@ -150,6 +156,10 @@ hpc_run_command() {
   local rc=0 started=$SECONDS
   cd -- "$source_dir" || hpc_fail "project folder $source_dir is not reachable from this node"
   declare -F "hpc_launch_$HPC_LAUNCHER" >/dev/null || hpc_fail "unknown launcher '$HPC_LAUNCHER'"
+  if [[ -n ${HPC_PACK:-} ]]; then
+    hpc_pack_run # several lines, each judged on its own (pack.sh)
+    return
+  fi
   if [[ -z $HPC_SIGNALLED ]]; then
     hpc_start_preempt_watch
     "hpc_launch_$HPC_LAUNCHER" || rc=$?

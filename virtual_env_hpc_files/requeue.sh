@@ -97,6 +97,7 @@ hpc_on_warning() {
   ((margin <= budget / 3)) || margin=$((budget / 3))
   local wait_s=$((budget - margin))
   ((wait_s >= 5)) || wait_s=5
+  HPC_WARN_WAIT_S=$wait_s # a packed job warns each of its lines (pack.sh)
   hpc_log "$1 warning: asking the program to checkpoint and exit; it has ${wait_s} s"
   [[ -n ${HPC_CHILD_PID:-} ]] || return 0 # not started yet: it will not be
   (

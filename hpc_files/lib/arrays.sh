@@ -50,9 +50,16 @@ hpc_check_task_count() {
 # J_MAX_ARRAY_SIZE when the lines had to be split or chosen ("" otherwise).
 hpc_plan_chunks() {
   J_CHUNKS=() J_MAX_ARRAY_SIZE=""
-  local n=${#J_COMMANDS[@]}
+  local n=${#J_COMMANDS[@]} max
   if ((n <= 1)); then
     J_CHUNKS=("0"$'\t'"0"$'\t'"1")
+    return 0
+  fi
+  if [[ -n ${J_PACK:-} ]]; then # packed (pack.sh): one array, task a runs K lines from a*K
+    hpc_max_array_size_to max
+    ((J_TASKS <= max)) ||
+      die "--lines-per-job $J_PACK_LINES makes $J_TASKS jobs, more than this cluster's MaxArraySize $max: raise --lines-per-job"
+    J_CHUNKS=("0-$((n - 1))"$'\t'"0"$'\t'"$J_PACK_LINES")
     return 0
   fi
   local ranges=${J_ARRAY_RANGES:-0-$((n - 1))} max r lo hi end k last=-1

@@ -195,6 +195,7 @@ hpc_plan_exports() {
   hpc_plan_chunk_to f "$1"
   [[ -n $script ]] || hpc_plan_script_path_to script "$1"
   ! hpc_plan_is_array || subdirs=yes
+  [[ -z ${J_PACK:-} ]] || subdirs=no # a packed job's lines each have task_I (pack.sh)
   _export source_dir "$J_SOURCE_DIR"
   _export project_name "$J_PROJECT_NAME"
   _export scratch_dir "$J_SCRATCH_DIR"
@@ -211,6 +212,7 @@ hpc_plan_exports() {
   # One of several arrays: its task a runs line HPC_TASK_OFFSET+a+1.
   ((f[1] == 0)) || _export HPC_TASK_OFFSET "${f[1]}"
   _export HPC_JOB_SCRIPT "$script"
+  hpc_pack_exports # --pack, --lines-per-job (pack.sh); absent when not packed
   # The cluster's Slurm, read once at submission (cluster.sh); not known in a dry run.
   [[ -z ${J_SLURM_VERSION:-} ]] || _export HPC_SLURM_VERSION "$J_SLURM_VERSION"
   # The code it runs (coderecord.sh); absent outside git.

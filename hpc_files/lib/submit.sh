@@ -85,6 +85,11 @@ hpc_print_submitted() {
   fi
   for k in "${!ids[@]}"; do
     hpc_plan_chunk_to f "$k"
+    if ((f[2] > 1)); then # packed (pack.sh): f[2] lines per task
+      n=$((($(hpc_plan_ranges_count "${f[0]}") + f[2] - 1) / f[2]))
+      printf 'Submitted batch job %s (array of %d tasks, 0-%d)\n' "${ids[k]}" "$n" "$((n - 1))"
+      continue
+    fi
     hpc_plan_ranges_shift_to spec "${f[0]}" "${f[1]}"
     printf 'Submitted batch job %s (array of %d task(s): %s as array indices %s)\n' \
       "${ids[k]}" "$(hpc_plan_ranges_count "${f[0]}")" "${f[0]}" "$spec"

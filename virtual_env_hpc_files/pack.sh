@@ -128,13 +128,16 @@ _hpc_pack_state() {
 }
 
 # _hpc_pack_ended_here I: true when line I ended (done or failed) in an earlier attempt
-# of this same job: a requeued job does not run it again. Sets HPC_PACK_STATE[I] and
-# HPC_PACK_RC[I] from its file.
+# of this same job: a requeued job does not run it again. In a --rerun's job
+# (HPC_RERUN_OF set), a line done by any job is not run again either. Sets
+# HPC_PACK_STATE[I] and HPC_PACK_RC[I] from its file.
 _hpc_pack_ended_here() {
   local file=$HPC_PACK_STATE_DIR/$1 text="" re='^state=(done|failed) exit=([0-9]+) job=([^ ]+) '
   [[ -f $file ]] || return 1
   { IFS= read -r text <"$file"; } 2>/dev/null
-  [[ $text =~ $re && ${BASH_REMATCH[3]} == "$HPC_PACK_TARGET" ]] || return 1
+  [[ $text =~ $re ]] || return 1
+  [[ ${BASH_REMATCH[3]} == "$HPC_PACK_TARGET" ]] ||
+    [[ -n ${HPC_RERUN_OF:-} && ${BASH_REMATCH[1]} == done ]] || return 1
   HPC_PACK_STATE[$1]=${BASH_REMATCH[1]} HPC_PACK_RC[$1]=${BASH_REMATCH[2]}
 }
 

@@ -34,6 +34,11 @@ hpc_pack_settle() {
   if hpc_sweep_requested; then
     die "--pack/--lines-per-job pack the lines of the configs file; a sweep (--wandb-sweepid, --sweep, --resume-sweep) runs agents: drop one of them"
   fi
+  # Resource blocks make one array per set of options; a packed job's lines share one job's
+  # resources, so the two do not combine (yet): say so rather than run lines twice.
+  if hpc_blocks_present; then
+    die "--pack/--lines-per-job cannot be used with '#hpc:' resource blocks (the configs file '${J_CONFIGS_FILE:-}' has some): pack a configs file without '#hpc:' lines, or submit its blocks without --pack"
+  fi
   ((OPT_INTERACTIVE == 0 && OPT_LOCAL == 0)) ||
     die "--pack/--lines-per-job cannot be used with --local or --interactive: try one line there (--task I) without packing"
   if ((J_GPUS > 0)); then

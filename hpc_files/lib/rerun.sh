@@ -95,14 +95,21 @@ _rerun_read_plan() {
     _rerun_bad_plan "no submission, script or task"
 }
 
-# hpc_rerun_script_text_to VAR SCRIPT SPEC NOTE: SCRIPT's text with its #SBATCH --array line
-# set to SPEC (its %N cap kept, also in RERUN_CAP), NOTE as a comment after the #! line.
-# SPEC "-": unchanged.
+# hpc_rerun_script_text_to VAR SCRIPT SPEC NOTE [RERUN_OF]: SCRIPT's text with its #SBATCH
+# --array line set to SPEC (its %N cap kept, also in RERUN_CAP), NOTE as a comment after the
+# #! line. SPEC "-": unchanged. With RERUN_OF, "export HPC_RERUN_OF=RERUN_OF" goes before the
+# script's first export (after every #SBATCH line): a packed job then skips the lines that
+# were done in the original (virtual_env_hpc_files/pack.sh).
 hpc_rerun_script_text_to() {
   local -n _text=$1
-  local script=$2 spec=$3 note=$4 line cap n=0 found=0
+  local script=$2 spec=$3 note=$4 rerun_of=${5:-} line cap n=0 found=0 q
   _text="" RERUN_CAP=""
   while IFS= read -r line || [[ -n $line ]]; do
+    if [[ -n $rerun_of && $line == 'export '* ]]; then
+      quote_to q "$rerun_of"
+      _text+="export HPC_RERUN_OF=$q"$'\n'
+      rerun_of=""
+    fi
     if [[ $spec != - && $line =~ ^#SBATCH\ --array= ]]; then
       cap=""
       [[ ! $line =~ %([0-9]+)\"?$ ]] || cap=%${BASH_REMATCH[1]}
@@ -158,7 +165,7 @@ _rerun_submit_all() {
     ((${#RERUN_SCRIPTS[@]} == 1)) || copy=$base-part$((++k)).sbatch
     [[ ! -e $copy ]] || die "$copy already exists: run --rerun again in a second"
     hpc_rerun_script_text_to text "$script" "$spec" \
-      "Rerun of submission $RERUN_OF (job_submitter.sh --rerun $OPT_RERUN): a copy of $script with only --array changed"
+      "Rerun of submission $RERUN_OF (job_submitter.sh --rerun $OPT_RERUN): a copy of $script with only --array and HPC_RERUN_OF changed" "$RERUN_OF"
     _write_atomic "$copy" "$text"
     written+=("$copy")
     # A --max-parallel cap (%N) holds across the arrays: each waits for the one before.

@@ -24,7 +24,7 @@ _write_atomic() {
 # job (VENV_JOB) and these in one write.
 hpc_submit_plan() {
   local -n _submitted=$1
-  local venv_job=${2:-} commands_text k script args id prev="" log f why
+  local venv_job=${2:-} commands_text k script args id prev="" log f why tasks
   local -a _written=() _ids=()
   _submitted=()
   mkdir -p -- "$J_SCRATCH_DIR/hpc_outputs/jobs" ||
@@ -44,7 +44,10 @@ hpc_submit_plan() {
     _written+=("$script")
     hpc_plan_chunk_to f "$k"
     hpc_plan_sbatch_args_to args "$k" "$venv_job" "$prev"
-    if ! hpc_sbatch id --ledger job "$(hpc_plan_ranges_count "${f[0]}")" "$script" "${f[1]}" "$log" \
+    # The ledger counts array tasks: a packed chunk (pack.sh) runs f[2] lines per task.
+    tasks=$(hpc_plan_ranges_count "${f[0]}")
+    tasks=$(((tasks + f[2] - 1) / f[2]))
+    if ! hpc_sbatch id --ledger job "$tasks" "$script" "${f[1]}" "$log" \
       "${args[@]}"; then
       # What went in goes out again: the venv job too, which nothing would wait for.
       _ids=(${venv_job:+"$venv_job"} "${_ids[@]}")

@@ -230,7 +230,7 @@ def packed_lines(info: ScriptInfo, number: int, slurm_id: str) -> tuple[str, str
             failed.append(f"{line} ({m[1]}{', exit ' + m[2] if m[2] != '-' else ''})")
     detail = "lines that did not complete: " + ", ".join(failed)
     if done:
-        detail += "; done, and run again with them: " + ", ".join(done)
+        detail += "; done, not run again: " + ", ".join(done)
     lines = str(first) if first == last else f"{first}-{last}"
     return lines, detail
 

@@ -76,14 +76,15 @@ ids() {
   [ "$(cat "$SCRATCH/proj/five/results/task_1/index")" = 1 ]
   [ "$(cat "$SCRATCH/proj/five/results/task_3/index")" = 3 ]
   # One new ledger line: the rerun, linked to its original; the copy differs only in
-  # its --array line (and the note that says so).
+  # its --array line, the note that says so and the HPC_RERUN_OF export.
   [ "$(wc -l <"$LEDGER")" -eq $((before + 1)) ]
   local -a f
   IFS=$'\t' read -r -a f < <(tail -1 "$LEDGER")
   [ "${f[1]}" = "$JOB_ID" ] && [ "${f[3]}" = 2 ] && [ "${f[9]}" = "$(head -1 "$LEDGER" | cut -f6)" ]
   run diff "$(head -1 "$LEDGER" | cut -f5)" "${f[4]}"
-  [ "$(grep -c '^[<>] ' <<<"$output")" -eq 3 ]
+  [ "$(grep -c '^[<>] ' <<<"$output")" -eq 4 ]
   [[ $output == *'< #SBATCH --array="0-5"'* && $output == *'> #SBATCH --array="1,3"'* ]]
+  [[ $output == *"> export HPC_RERUN_OF="* ]]
   [[ $output == *"> # Rerun of submission "* ]]
   # hpc status shows the chain both ways.
   run --separate-stderr hpc status
@@ -272,4 +273,23 @@ EOF
   [ "$(sacct -X -n -P --name edit -S "$start" -o JobID | cut -d_ -f1 | sort -u)" = "$first" ]
   [ "$(find "$SCRATCH/proj/hpc_outputs/jobs" -name '*-rerun*' | wc -l)" -eq 0 ]
   cmp "$LEDGER" "$BATS_TEST_TMPDIR/ledger.orig"
+}
+
+@test "a packed job (--pack 2): only the failed line of the job runs again, with its index; the done one does not" {
+  lines 5 1
+  submit -e pk --time 5 --pack 2 --cpus 2
+  local first=$JOB_ID
+  wait_job "$first" 120 3
+  touch "$SCRATCH/fixed.1"
+  submit --rerun "$first"
+  echo "$output"
+  [[ $output == *"task 0 (packed, lines 0-1): FAILED (exit 1:0), was ${first}_0; lines that did not complete: 1 (failed, exit 1); done, not run again: 0"* ]]
+  [[ $output == *"Submitted batch job $JOB_ID (array of 1 task(s) as array indices 0)"* ]]
+  wait_job "$JOB_ID" 120 1
+  [ "$(job_states "$JOB_ID")" = "${JOB_ID}_0|COMPLETED|0:0" ]
+  # Line 1 ran twice, with its own index; line 0 (done, in the same job) and the others once.
+  [ "$(cat "$SCRATCH/ran.1")" = "$(printf '1\n1\n')" ]
+  local i
+  for i in 0 2 3 4; do [ "$(cat "$SCRATCH/ran.$i")" = "$i" ]; done
+  grep -q "^export HPC_RERUN_OF=" "$SCRATCH/proj/hpc_outputs/jobs/"*-rerun.sbatch
 }

@@ -274,6 +274,6 @@ def test_a_packed_job_names_its_lines_and_what_each_did(proj: Project) -> None:
     assert tasks == [
         (1, "1500_1", "FAILED", "3:0", "3-5",
          "lines that did not complete: 4 (failed, exit 3), 5 (never started); "
-         "done, and run again with them: 3"),
+         "done, not run again: 3"),
         (2, "1500_2", "TIMEOUT", "0:0", "6", "lines that did not complete: 6 (running)"),
     ]  # fmt: skip

@@ -50,6 +50,13 @@ refused_2() {
   [ "$(sbatch_calls)" -eq 0 ]
 }
 
+@test "5 lines, --pack 2, submitted: the ledger counts the array's 3 jobs, not its 5 lines (hpc status, --rerun)" {
+  run --separate-stderr submitter --pack 2 --gpus 4 --cpus 2
+  [ "$status" -eq 0 ]
+  [ "$(sbatch_calls)" -eq 1 ]
+  [ "$(tail -1 "$SCRATCH/proj/hpc_outputs/jobs/submissions.tsv" | cut -f4)" = 3 ]
+}
+
 @test "--lines-per-job alone: K lines one after another in each job; 5 lines in one job are an array of one task" {
   run --separate-stderr submitter --lines-per-job 5 --dry-run
   [ "$status" -eq 0 ]
@@ -105,4 +112,10 @@ refused_2() {
   run --separate-stderr submitter --pack 2 --cpus 2 --lines-per-job 3 --dry-run
   [ "$status" -eq 0 ]
   [[ $output == *'#SBATCH --array="0-3"'* ]]
+}
+
+@test "packing a configs file with '#hpc:' resource blocks is refused, nothing written" {
+  make_project proj 'echo 0' '#hpc: --cpus 4' 'echo 1' 'echo 2'
+  refused_2 "cannot be used with '#hpc:' resource blocks" --pack 2 --cpus 2
+  refused_2 "cannot be used with '#hpc:' resource blocks" --lines-per-job 2
 }

@@ -77,8 +77,9 @@ five_submitted() {
   [ "$(sed -n 1p "$SBATCH_STUB_LOG")" = --parsable ]
   [[ $copy == "$SCRATCH/proj/hpc_outputs/jobs/five-"*-rerun.sbatch ]]
   run diff "$original" "$copy"
-  [ "$(grep -c '^[<>]' <<<"$output")" -eq 3 ]
+  [ "$(grep -c '^[<>]' <<<"$output")" -eq 4 ]
   [[ $output == *'> #SBATCH --array="1,3"'* ]]
+  [[ $output == *"> export HPC_RERUN_OF='five-"* ]]
   # The ledger: the rerun's line, ten fields, rerun_of = the original's submission id.
   [ "$(wc -l <"$LEDGER")" -eq 2 ]
   local -a f
@@ -127,6 +128,11 @@ five_submitted() {
   [ "$RERUN_CAP" = %3 ]
   hpc_rerun_script_text_to text "$BATS_TEST_TMPDIR/s" - "a note"
   [[ $text == *'#SBATCH --array="0-9%3"'* ]]
+  # With the submission it reruns: HPC_RERUN_OF exported after every #SBATCH line, before
+  # the script's first export (sbatch stops reading directives at the first command).
+  printf '%s\n' '#!/bin/bash' '#SBATCH --array="0-3"' '# c' "export A='1'" "export B='2'" >"$BATS_TEST_TMPDIR/p"
+  hpc_rerun_script_text_to text "$BATS_TEST_TMPDIR/p" 1 "a note" "exp-20261124 'x"
+  [ "$text" = "$(printf '%s\n' '#!/bin/bash' '# a note' '#SBATCH --array="1"' '# c' "export HPC_RERUN_OF='exp-20261124 '\\''x'" "export A='1'" "export B='2'")"$'\n' ]
   sed -i '/--array/d' "$BATS_TEST_TMPDIR/s"
   HPC_DIE_STATUS=2 run hpc_rerun_script_text_to text "$BATS_TEST_TMPDIR/s" 1 "a note"
   [ "$status" -eq 2 ]
@@ -176,8 +182,9 @@ task${T}1${T}42_1${T}FAILED${T}1:0${T}-${T}-"
   [ "${lines[1]}" = "  task 0 (line 1): NODE_FAIL (exit 0:0), was 4242" ]
   [ "${lines[2]}" = "Submitted batch job 4242" ]
   run diff "$original" "$(sed -n 2p "$SBATCH_STUB_LOG")"
-  [ "$(grep -c '^[<>]' <<<"$output")" -eq 1 ]
+  [ "$(grep -c '^[<>]' <<<"$output")" -eq 2 ]
   [[ $output == *"> # Rerun of submission solo-"* ]]
+  [[ $output == *"> export HPC_RERUN_OF='solo-"* ]]
   [ "$(tail -1 "$LEDGER" | cut -f4,9)" = "1"$'\t'"$SCRATCH/proj/hpc_outputs/solo-%j.out" ]
 }
 

@@ -137,7 +137,7 @@ _hpc_pack_ended_here() {
   { IFS= read -r text <"$file"; } 2>/dev/null
   [[ $text =~ $re ]] || return 1
   [[ ${BASH_REMATCH[3]} == "$HPC_PACK_TARGET" ]] ||
-    [[ -n ${HPC_RERUN_OF:-} && ${BASH_REMATCH[1]} == done ]] || return 1
+    [[ -n ${HPC_RERUN_OF:-} && ${BASH_REMATCH[1]} == "done" ]] || return 1
   HPC_PACK_STATE[$1]=${BASH_REMATCH[1]} HPC_PACK_RC[$1]=${BASH_REMATCH[2]}
 }
 

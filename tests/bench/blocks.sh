@@ -25,15 +25,6 @@ for i in $(seq 0 999); do line "$i"; done >thousand.txt
 } >blocks.txt
 hold=(--sbatch-option=--hold -e hpc_bench --cluster local --cpus 2) # -e names the job (scancel -n)
 
-# time_ms CMD...: milliseconds taken by CMD (its output discarded).
-time_ms() {
-  local t0 t1
-  t0=$(now_ms)
-  "$@" >/dev/null
-  t1=$(now_ms)
-  printf '%s\n' $((t1 - t0))
-}
-
 # raw_three SCRIPT...: the three arrays by hand, one sbatch each.
 raw_three() {
   local s

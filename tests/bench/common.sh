@@ -29,6 +29,15 @@ now_ms() {
 }
 
 # median NUMBERS...: the median.
+# time_ms CMD...: milliseconds taken by CMD (its output discarded).
+time_ms() {
+  local t0 t1
+  t0=$(now_ms)
+  "$@" >/dev/null
+  t1=$(now_ms)
+  printf '%s\n' $((t1 - t0))
+}
+
 median() {
   printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {if (NR % 2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'
 }

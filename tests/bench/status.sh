@@ -27,14 +27,6 @@ for ((i = 0; i < 1000; i++)); do
 done >"$ledger"
 list=$(IFS=,; echo "${ids[*]}")
 
-time_ms() {
-  local t0 t1
-  t0=$(now_ms)
-  "$@" >/dev/null
-  t1=$(now_ms)
-  printf '%s\n' $((t1 - t0))
-}
-
 raw=() tool=()
 for ((r = 0; r < repeats; r++)); do
   raw+=("$(time_ms sacct -X -P -n -o JobID,State,ExitCode,Elapsed,NodeList -j "$list")")

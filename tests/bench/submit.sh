@@ -15,15 +15,6 @@ printf 'python examples/train.py --lr 0.1\n' >one.txt
 for i in $(seq 0 999); do printf 'python examples/train.py --lr 0.%03d --name "run %d"\n' "$i" "$i"; done >thousand.txt
 hold=(--sbatch-option=--hold -e hpc_bench --cluster local) # -e names the job (scancel -n)
 
-# time_ms CMD...: milliseconds taken by CMD (its output discarded).
-time_ms() {
-  local t0 t1
-  t0=$(now_ms)
-  "$@" >/dev/null
-  t1=$(now_ms)
-  printf '%s\n' $((t1 - t0))
-}
-
 # The same batch script, for raw sbatch: the one job_submitter.sh wrote.
 bash hpc_files/job_submitter.sh --configs one.txt "${hold[@]}" >/dev/null
 script=$(find "$SCRATCH/project/hpc_outputs/jobs" -name "*.sbatch" -print -quit)

@@ -58,6 +58,23 @@ HPC_MANAGED_SBATCH_OPTIONS=(
   "no-requeue||use --no-requeue"
   "signal||use --signal-grace SECONDS (the warning before the wall time)"
   "open-mode||the log is always appended to, so a requeued job keeps its earlier output"
+  "wrap||the job runs the toolkit's batch script: put the command in the configs file"
+  # The resources: a second #SBATCH line would win over the plan's own, and the job would
+  # run with resources its HPC_* exports do not say.
+  "nodes|N|use --num-nodes N"
+  "ntasks||the tasks per node follow from --which-distributed, --gpus and --procs-per-node"
+  "ntasks-per-node||the tasks per node follow from --which-distributed, --gpus and --procs-per-node"
+  "cpus-per-task|c|use --cpus N (per node; shared evenly by the node's tasks)"
+  "gres||use --gpus N (and --gpu-type TYPE)"
+  "gpus|G|use --gpus N (per node)"
+  "gpus-per-node||use --gpus N (per node)"
+  "gpus-per-task||use --gpus N (per node)"
+  "mem||use --mem SIZE (per node) or --mem-per-gpu SIZE"
+  "mem-per-gpu||use --mem-per-gpu SIZE"
+  "time|t|use --time TIME"
+  "partition|p|use --partition NAME (a '#hpc:' line for one block of lines)"
+  "account|A|use --account NAME"
+  "export||the job needs the submitting environment (SCRATCH, PATH); set a variable in the command line instead (NAME=value python train.py)"
 )
 
 # _validate_sbatch_option OPT: one sbatch option, --name or --name=value, on one line,

@@ -64,6 +64,21 @@ HOSTILE_INPUTS=(
   $'use --signal-grace\t-\t--sbatch-option=--signal=USR1@60'
   $'sets sbatch\'s --open-mode\t-\t--sbatch-option=--open-mode=truncate'
   $'write the long form\t-\t--sbatch-option=-q'
+  # Options that would contradict the plan's own #SBATCH lines (the last one wins in sbatch,
+  # so the job would run with resources the plan's exports do not say) or replace the script.
+  $'sets sbatch\'s --wrap\t-\t--sbatch-option=--wrap=id'
+  $'use --cpus\t-\t--sbatch-option=--cpus-per-task=8'
+  $'use --cpus\t-\t--sbatch-option=-c'
+  $'use --gpus\t-\t--sbatch-option=--gres=gpu:2'
+  $'use --gpus\t-\t--sbatch-option=--gpus-per-node=2'
+  $'use --time\t-\t--sbatch-option=--time=5'
+  $'use --num-nodes\t-\t--sbatch-option=--nodes=2'
+  $'use --mem\t-\t--sbatch-option=--mem=4G'
+  $'use --partition\t-\t--sbatch-option=--partition=short'
+  $'use --account\t-\t--sbatch-option=-A'
+  $'sets sbatch\'s --ntasks-per-node\t-\t--sbatch-option=--ntasks-per-node=4'
+  $'sets sbatch\'s --export\t-\t--sbatch-option=--export=NONE'
+  $'line 2 (#hpc: --sbatch-option=--cpus-per-task=8): --sbatch-option \'--cpus-per-task=8\' sets sbatch\'s --cpus-per-task\tprintf \'echo a\\n#hpc: --sbatch-option=--cpus-per-task=8\\necho b\\n\' >c.txt\t--configs c.txt'
   # Item 11: the configs file
   $'line 2: holds a NUL byte\tprintf \'echo a\\necho b\\000c\\n\' >c.txt\t--configs c.txt'
   $'line 1: holds a NUL byte\tprintf \'echo \\033[31mred\\n\' >c.txt\t--configs c.txt'

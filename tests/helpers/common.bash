@@ -20,11 +20,13 @@ hermetic_env() {
   mkdir -p "$HOME" "$SCRATCH"
 }
 
-# use_sbatch_stub: the recording sbatch first on PATH (unit tests only).
+# use_sbatch_stub: the recording sbatch first on PATH (unit tests only), then Slurm's other
+# commands as stubs that find no cluster: a real cluster running on this machine (the 24.11
+# run starts its cluster before the unit tests) must not answer a unit test.
 use_sbatch_stub() {
   export SBATCH_STUB_LOG=$BATS_TEST_TMPDIR/sbatch.log
   : >"$SBATCH_STUB_LOG"
-  export PATH=$REPO_ROOT/tests/helpers/stubs:/usr/local/bin:/usr/bin:/bin
+  export PATH=$REPO_ROOT/tests/helpers/stubs:$REPO_ROOT/tests/helpers/stubs/no_cluster:/usr/local/bin:/usr/bin:/bin
 }
 
 # no_sbatch_on_path: the machine's usual PATH, less every Slurm command.

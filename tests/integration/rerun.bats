@@ -51,6 +51,7 @@ ids() {
   submit -e five --time 5
   local first=$JOB_ID
   wait_job "$first" 180 6
+  job_states "$first" # shown when the test fails
   [ "$(job_states "$first" | grep -c '|FAILED|')" -eq 2 ]
   [ "$(sacct -D -X -n -P -j "${first}_5" -o State | tr '\n' ' ')" = "REQUEUED COMPLETED " ]
   touch "$SCRATCH/fixed.1" "$SCRATCH/fixed.3"

@@ -26,6 +26,8 @@
 #                                 node when the job makes its own, else Slurm's
 #   hpc_slurm_*                   the Slurm version, and what differs between versions
 #   hpc_load_modules              module load $HPC_MODULES
+#   hpc_env_default_signal_settle HPC_ENV_DEFAULT_SIGNAL (exported): yes when this node's env
+#                                 can reset signals to their default (run_line.sh)
 #   is_size VALUE                 digits only, at most 18 (safe in bash arithmetic)
 #   human_bytes_to VAR BYTES      "512 B", "8.0 KiB", "1.5 GiB"
 
@@ -216,6 +218,17 @@ hpc_load_modules() {
   # shellcheck disable=SC2086 # a space-separated list of modules
   module load $HPC_MODULES || hpc_fail "module load $HPC_MODULES failed (module names differ between clusters: fix HPC_MODULES in the profile)"
   hpc_log "modules: $HPC_MODULES"
+}
+
+# --- starting programs ------------------------------------------------------------------
+
+# hpc_env_default_signal_settle: HPC_ENV_DEFAULT_SIGNAL=yes (exported) when this node's env
+# has --default-signal (coreutils 8.31+), which run_line.sh uses to start a program with
+# the default disposition of every signal, else no. Asked once per job, by the batch shell.
+hpc_env_default_signal_settle() {
+  HPC_ENV_DEFAULT_SIGNAL=no
+  ! env --default-signal=USR1 true 2>/dev/null || HPC_ENV_DEFAULT_SIGNAL=yes
+  export HPC_ENV_DEFAULT_SIGNAL
 }
 
 # --- sizes ----------------------------------------------------------------------------

@@ -81,6 +81,7 @@ hpc_job_begin() {
   mkdir -p -- "$HPC_OUTPUT_DIR" "$HPC_CHECKPOINT_DIR" ||
     hpc_fail "cannot create $HPC_CHECKPOINT_DIR under $scratch_dir (is \$SCRATCH mounted on this node?)"
   hpc_slurm_job_version
+  hpc_env_default_signal_settle # for run_line.sh, once per job
   local stale_rc
   if hpc_slurm_stale_attempt_to stale_rc; then
     hpc_log "job ${SLURM_JOB_ID:-?}, attempt $((HPC_RESTART_COUNT + 1)): this job already finished (exit code $stale_rc); Slurm $HPC_SLURM_VERSION started it again for an old requeue request: nothing to do"

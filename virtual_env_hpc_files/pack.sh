@@ -141,36 +141,48 @@ _hpc_pack_ended_here() {
   HPC_PACK_STATE[$1]=${BASH_REMATCH[1]} HPC_PACK_RC[$1]=${BASH_REMATCH[2]}
 }
 
-# _hpc_pack_start I SLOT: start line I in SLOT, in the background, its output in its log.
+# _hpc_pack_dirs I...: the checkpoint and results folders of lines I..., in one mkdir.
+_hpc_pack_dirs() {
+  local i dirs=()
+  for i; do
+    dirs+=("$HPC_EXP_DIR/checkpoints/task_$i")
+    [[ -z ${HPC_RESULTS_DIR:-} ]] || dirs+=("$HPC_RESULTS_DIR/task_$i")
+  done
+  (($#)) || return 0
+  mkdir -p -- "${dirs[@]}" || hpc_log "pack: cannot create every line's folders: ${dirs[*]}"
+}
+
+# _hpc_pack_start I SLOT: start line I in SLOT, in the background, its output in its log
+# (its folders are made beforehand: _hpc_pack_dirs).
 _hpc_pack_start() {
-  local i=$1 s=$2 cmd=${HPC_PACK_LINE_CMDS[$1]} log ck res="" pin=() what
+  local i=$1 s=$2 cmd=${HPC_PACK_LINE_CMDS[$1]} log ck pin=() what
   ck=$HPC_EXP_DIR/checkpoints/task_$i
   log=$HPC_OUTPUT_DIR/$exp_name-${SLURM_ARRAY_JOB_ID:-${SLURM_JOB_ID:-local}}-line$i.out
-  mkdir -p -- "$ck" || hpc_log "pack: cannot create $ck"
-  if [[ -n ${HPC_RESULTS_DIR:-} ]]; then
-    res=$HPC_RESULTS_DIR/task_$i
-    mkdir -p -- "$res" || hpc_log "pack: cannot create $res"
-  fi
   [[ $HPC_PACK_PIN != yes ]] || pin=(taskset -c "${HPC_PACK_SLOT_CPUS[s]}")
   what="CPUs ${HPC_PACK_SLOT_CPUS[s]:-shared}"
   [[ -z ${HPC_PACK_SLOT_GPUS[s]:-} ]] || what+=", GPUs ${HPC_PACK_SLOT_GPUS[s]}"
   _hpc_pack_state "$i" running -
   hpc_log "line $i starts (slot $s: $what): $cmd"
   hpc_log "line $i log: $log"
-  local vars=("HPC_TASK_INDEX=$i" "HPC_CHECKPOINT_DIR=$ck" "HPC_PACK_SLOT=$s" "HPC_PACK_LOG=$log")
-  [[ -z $res ]] || vars+=("HPC_RESULTS_DIR=$res")
-  if [[ -n ${HPC_PACK_SLOT_GPUS[s]:-} ]]; then
-    vars+=("CUDA_VISIBLE_DEVICES=${HPC_PACK_SLOT_GPUS[s]}")
-    [[ -z ${GPU_DEVICE_ORDINAL:-} ]] || vars+=("GPU_DEVICE_ORDINAL=${HPC_PACK_SLOT_GPUS[s]}")
-  fi
-  # Threads: the line's share, unless the user chose a number (job_runtime.sh's default
-  # is the job's whole CPU count).
-  [[ ${OMP_NUM_THREADS:-} != "${SLURM_CPUS_PER_TASK:-1}" ]] || vars+=("OMP_NUM_THREADS=$HPC_PACK_THREADS")
   (
-    trap ':' USR1 USR2 TERM INT
+    trap ':' USR1 USR2 TERM INT QUIT HUP
     exec >>"$log" 2>&1
     hpc_log "job ${SLURM_JOB_ID:-?}, attempt $((HPC_RESTART_COUNT + 1)), line $i (slot $s: $what): $cmd"
-    exec setsid env "${vars[@]}" "${pin[@]}" bash "$HPC_RUN_LINE" "$cmd"
+    # The line's own variables, exported here (no env process per line; as NAME=VALUE
+    # words: they change only this subshell's copies).
+    local vars=("HPC_TASK_INDEX=$i" "HPC_CHECKPOINT_DIR=$ck" "HPC_PACK_SLOT=$s" "HPC_PACK_LOG=$log")
+    [[ -z ${HPC_RESULTS_DIR:-} ]] || vars+=("HPC_RESULTS_DIR=$HPC_RESULTS_DIR/task_$i")
+    if [[ -n ${HPC_PACK_SLOT_GPUS[s]:-} ]]; then
+      vars+=("CUDA_VISIBLE_DEVICES=${HPC_PACK_SLOT_GPUS[s]}")
+      [[ -z ${GPU_DEVICE_ORDINAL:-} ]] || vars+=("GPU_DEVICE_ORDINAL=${HPC_PACK_SLOT_GPUS[s]}")
+    fi
+    # Threads: the line's share, unless the user chose a number (job_runtime.sh's default
+    # is the job's whole CPU count).
+    [[ ${OMP_NUM_THREADS:-} != "${SLURM_CPUS_PER_TASK:-1}" ]] || vars+=("OMP_NUM_THREADS=$HPC_PACK_THREADS")
+    export "${vars[@]}"
+    local argv
+    hpc_run_line_argv_to argv "$cmd" # (run_line.sh, without its bash)
+    exec setsid "${pin[@]}" "${argv[@]}"
   ) </dev/null &
   HPC_PACK_PID_LINE[$!]=$i HPC_PACK_PID_SLOT[$!]=$s HPC_PACK_PID_START[$!]=$SECONDS
 }
@@ -264,6 +276,7 @@ hpc_pack_run() {
   ((${#todo[@]} == ${#HPC_PACK_ORDER[@]})) ||
     hpc_log "pack: $((${#HPC_PACK_ORDER[@]} - ${#todo[@]})) line(s) ended in an earlier attempt of this job; running the ${#todo[@]} left: ${todo[*]}"
   for ((s = 0; s < HPC_PACK; s++)); do free+=("$s"); done
+  _hpc_pack_dirs "${todo[@]}"
   if [[ -z $HPC_SIGNALLED ]]; then
     hpc_start_preempt_watch
   else

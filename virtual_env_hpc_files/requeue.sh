@@ -16,6 +16,8 @@ HPC_RUN_LINE=$HPC_RUNTIME_DIR/run_line.sh
 source "$HPC_RUNTIME_DIR/job_lib.sh"
 # shellcheck source=virtual_env_hpc_files/proc_tree.sh
 source "$HPC_RUNTIME_DIR/proc_tree.sh"
+# shellcheck source=virtual_env_hpc_files/run_line.sh
+source "$HPC_RUN_LINE" # hpc_run_line_argv_to: how a line starts
 
 HPC_SIGNALLED=""      # walltime | preempt (a requeue is due) | cancel (stop, no requeue)
 HPC_WATCHDOG_PID=""
@@ -43,9 +45,11 @@ HPC_STEP_LAUNCHERS=" lightning script torchrun "
 # in between catches them until it execs (a caught signal is reset by exec; an ignored
 # one would stay ignored, and bash could not trap it). Sets HPC_CHILD_PID.
 hpc_spawn_command() {
+  local argv
+  hpc_run_line_argv_to argv "$1"
   (
-    trap ':' USR1 USR2 TERM INT
-    exec setsid bash "$HPC_RUN_LINE" "$1"
+    trap ':' USR1 USR2 TERM INT QUIT HUP
+    exec setsid "${argv[@]}"
   ) </dev/null &
   HPC_CHILD_PID=$!
 }

@@ -175,8 +175,9 @@ hpc_results_sync() {
     hpc_log "results: $src is not there: nothing to copy"
     return 0
   fi
-  # An empty folder makes no empty copy in scratch.
-  [[ -n $(find "$src" -mindepth 1 -print -quit 2>/dev/null) ]] || return 0
+  # A folder with no file in it (a packed job's empty task_I folders) makes no empty copy
+  # in scratch.
+  [[ -n $(find "$src" -mindepth 1 ! -type d -print -quit 2>/dev/null) ]] || return 0
   local copy=(cp -a -- "$src/." "$dest/") lock=()
   command -v rsync >/dev/null && copy=(rsync -a -- "$src/" "$dest/")
   command -v flock >/dev/null && lock=(flock "${SLURM_TMPDIR:-/tmp}/.hpc_results.lock")

@@ -96,14 +96,15 @@ _array_range() {
 # prints the first one's script); nothing for a plain job or array.
 hpc_plan_chunks_note() {
   ! hpc_plan_is_plain || return 0
-  local f k spec
+  local f k spec n
   printf '# Submitted as %d array(s) (MaxArraySize %s); the script below is the first:\n' \
     "${#J_CHUNKS[@]}" "$J_MAX_ARRAY_SIZE"
   for k in "${!J_CHUNKS[@]}"; do
     hpc_plan_chunk_to f "$k"
     hpc_plan_ranges_shift_to spec "${f[0]}" "${f[1]}"
+    hpc_plan_ranges_count_to n "${f[0]}"
     printf '#   array %d: --array=%s, HPC_TASK_OFFSET=%s: %d task(s), %s\n' \
-      $((k + 1)) "$spec" "${f[1]}" "$(hpc_plan_ranges_count "${f[0]}")" "${f[0]}"
+      $((k + 1)) "$spec" "${f[1]}" "$n" "${f[0]}"
   done
   printf '\n'
 }

@@ -11,11 +11,10 @@ HPC_UTF8_BOM=$'\xef\xbb\xbf'
 # hpc_read_configs FILE: fills the arrays J_COMMANDS and J_COMMAND_LINES (the file's line
 # number where each command starts), and the directives: J_DIRECTIVES (the words after
 # '#hpc:' of directive b, from 1), J_DIRECTIVE_LINES (its line number), J_BLOCK_FIRST (the
-# index of its first command; its block ends where the next begins) and J_COMMAND_BLOCKS
-# (for each command, the directive above it; 0: none, the command line's options only).
+# index of its first command; its block ends where the next begins).
 hpc_read_configs() {
-  local file=$1 line pending="" lineno=0 start=0 lines block=0
-  J_COMMANDS=() J_COMMAND_LINES=() J_CONFIG_SCRIPTS=() J_COMMAND_BLOCKS=()
+  local file=$1 line pending="" lineno=0 start=0 lines
+  J_COMMANDS=() J_COMMAND_LINES=() J_CONFIG_SCRIPTS=()
   J_DIRECTIVES=("") J_DIRECTIVE_LINES=(0) J_BLOCK_FIRST=(0) J_CONFIGS_FILE=$file
   [[ -e $file ]] || die "configs file '$file' not found: write the command to run (e.g. 'python train.py --lr 0.1') in experiment_configurations.txt or pass --configs FILE"
   [[ -f $file && -r $file ]] || die "configs file '$file' is not a readable file"
@@ -27,6 +26,11 @@ hpc_read_configs() {
   # The cheap glob tests guard the costlier trims and regex: most lines need none of them.
   for line in "${lines[@]}"; do
     ((++lineno))
+    # Most lines: a whole command, nothing to trim (one test instead of the steps below).
+    if [[ -z $pending && $line == [![:space:]#]* && $line != *[[:space:]\\] ]]; then
+      J_COMMANDS+=("$line") J_COMMAND_LINES+=("$lineno")
+      continue
+    fi
     [[ $line != *$'\r' ]] || line=${line%$'\r'}
     if [[ -z $pending ]]; then
       # Trim leading blanks; skip blank and comment lines between commands.
@@ -35,7 +39,6 @@ hpc_read_configs() {
         if [[ $line == '#hpc:'* ]]; then
           J_DIRECTIVES+=("${line#'#hpc:'}") J_DIRECTIVE_LINES+=("$lineno")
           J_BLOCK_FIRST+=("${#J_COMMANDS[@]}")
-          block=$((${#J_DIRECTIVES[@]} - 1))
         elif [[ $line == '#'*[Hh][Pp][Cc]* && $line =~ ^#[[:space:]]*[Hh][Pp][Cc]([[:space:]]*:|[[:space:]]+-) ]]; then
           # A typo would silently give the lines below the command line's resources.
           warn "configs file '$file', line $lineno: '${line:0:40}' is read as a comment, not as a directive: write '#hpc: OPTIONS' (lower case, no blank before the colon) for options of the lines below"
@@ -55,7 +58,6 @@ hpc_read_configs() {
     if [[ -n $line ]]; then
       J_COMMANDS+=("$line")
       J_COMMAND_LINES+=("$start")
-      J_COMMAND_BLOCKS+=("$block")
     fi
   done
   [[ -z $pending ]] || die "configs file '$file' ends with a backslash continuation (line $lineno): finish the command or remove the trailing '\\'"
@@ -69,21 +71,21 @@ hpc_read_configs() {
 # lists the scripts of "python script.py" lines (J_CONFIG_SCRIPTS, "LINE:SCRIPT", each
 # script once), for hpc_check_scripts_exist: one process for both.
 _configs_check_bytes() {
-  local file=$1 out hit
-  local -a hits
-  local -A seen=()
+  local file=$1 out
   J_CONFIG_SCRIPTS=()
-  # (bash's own warning about a NUL it drops from $(...) is not for the user.)
-  { out=$(LC_ALL=C grep -noaP '[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]|\r(?!$)|\xc2[\x80-\x9f]|^\s*(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)*(?:\S*/)?python[0-9.]*\s+(?:-u\s+)?\K[A-Za-z0-9_./+-]+\.py(?=[\s;|&)]|$)' -- "$file"); } 2>/dev/null || return 0
-  mapfile -t hits <<<"$out"
-  for hit in "${hits[@]}"; do
-    if [[ $hit != *.py || $hit == *[!0-9A-Za-z_./+:-]* ]]; then
-      die "configs file '$file', line ${hit%%:*}: holds a NUL byte, a control character, a terminal escape code or a carriage return inside the line; write the command with plain text only (check the editor's encoding, e.g. 'cat -A' shows them)"
-    fi
-    [[ -n ${seen[${hit#*:}]:-} ]] && continue
-    seen[${hit#*:}]=1
-    J_CONFIG_SCRIPTS+=("$hit")
-  done
+  # grep finds; awk keeps each script's first line and stops at the first bad byte, whose
+  # line it prints as "!LINE" (bash's own warning about a NUL it drops from $(...) is not
+  # for the user).
+  { out=$(LC_ALL=C grep -noaP '[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]|\r(?!$)|\xc2[\x80-\x9f]|^\s*(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)*(?:\S*/)?python[0-9.]*\s+(?:-u\s+)?\K[A-Za-z0-9_./+-]+\.py(?=[\s;|&)]|$)' -- "$file" |
+    LC_ALL=C awk '{ i = index($0, ":"); s = substr($0, i + 1) }
+      s !~ /\.py$/ || s ~ /[^0-9A-Za-z_.\/+:-]/ { print "!" substr($0, 1, i - 1); exit }
+      !(s in seen) { seen[s]; print }'); } 2>/dev/null || true
+  [[ -n $out ]] || return 0
+  if [[ $out == '!'* || $out == *$'\n!'* ]]; then
+    out=${out##*!}
+    die "configs file '$file', line $out: holds a NUL byte, a control character, a terminal escape code or a carriage return inside the line; write the command with plain text only (check the editor's encoding, e.g. 'cat -A' shows them)"
+  fi
+  mapfile -t J_CONFIG_SCRIPTS <<<"$out"
 }
 
 # The text put after each command when all are checked by one bash -n: a comment where

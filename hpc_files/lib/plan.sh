@@ -104,13 +104,24 @@ hpc_plan_chunk_to() {
   IFS=$'\t' read -r -a _fields <<<"${J_CHUNKS[$2]}"
 }
 
-# hpc_plan_ranges_count RANGES: how many indices "1,3-5" holds (4).
-hpc_plan_ranges_count() {
-  local r n=0
-  for r in ${1//,/ }; do
-    n=$((n + ${r#*-} - ${r%-*} + 1))
+# hpc_plan_ranges_count_to VAR RANGES: how many indices "1,3-5" holds (4).
+hpc_plan_ranges_count_to() {
+  local -n _count=$1
+  local r
+  _count=0
+  for r in ${2//,/ }; do
+    _count=$((_count + ${r#*-} - ${r%-*} + 1))
   done
-  printf '%d' "$n"
+}
+
+# hpc_plan_chunk_tasks_to VAR K: the array tasks (jobs) of chunk K: its lines, or a packed
+# chunk's lines by PACK (pack.sh: a task runs PACK lines).
+hpc_plan_chunk_tasks_to() {
+  local -n _tasks=$1
+  local -a _ct_f
+  hpc_plan_chunk_to _ct_f "$2"
+  hpc_plan_ranges_count_to _tasks "${_ct_f[0]}"
+  _tasks=$(((_tasks + _ct_f[2] - 1) / _ct_f[2]))
 }
 
 # hpc_plan_ranges_shift_to VAR RANGES D: every index of RANGES less D ("1001-2001" 1001: "0-1000").
@@ -168,8 +179,8 @@ hpc_plan_array_to() {
   if ((f[2] == 1)); then
     hpc_plan_ranges_shift_to _arr "${f[0]}" "${f[1]}"
   else
-    n=$(hpc_plan_ranges_count "${f[0]}")
-    _arr=0-$(((n + f[2] - 1) / f[2] - 1))
+    hpc_plan_chunk_tasks_to n "$2"
+    _arr=0-$((n - 1))
   fi
   [[ -z $J_MAX_PARALLEL ]] || _arr+="%$J_MAX_PARALLEL"
 }
@@ -317,6 +328,13 @@ hpc_plan_each_distinct() {
   done
 }
 
+# _plan_text: print a here-document (stdin) with builtins only: no cat process per script.
+_plan_text() {
+  local text
+  IFS= read -r -d '' text || true
+  printf '%s' "$text"
+}
+
 # hpc_plan_script K: print chunk K's whole batch script on stdout, with its own settings.
 hpc_plan_script() {
   hpc_plan_with_chunk "$1" _plan_script "$1"
@@ -364,7 +382,7 @@ _plan_script() {
       _directive "$extra"
     fi
   done
-  cat <<EOF
+  _plan_text <<EOF
 #
 # Made by hpc_files/job_submitter.sh (cluster profile: $HPC_PROFILE_NAME). Everything the
 # job needs is here; to run it again by hand: sbatch $q_script
@@ -379,7 +397,7 @@ EOF
     # shellcheck disable=SC2016
     env_step='hpc_container_prepare  # the runtime and $HPC_CONTAINER; the commands run inside it'
   fi
-  cat <<EOF
+  _plan_text <<EOF
 
 # shellcheck source=/dev/null
 source $q_runtime || exit 1

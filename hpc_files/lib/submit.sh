@@ -14,9 +14,17 @@ hpc_submission_paths() {
 
 # _write_atomic FILE CONTENT: FILE appears whole or not at all.
 _write_atomic() {
+  _write_atomic_from "$1" printf '%s' "$2"
+}
+
+# _write_atomic_from FILE CMD...: FILE holds what CMD prints, whole or not at all (CMD runs
+# in this shell: no subshell, and a die inside it leaves no file behind).
+_write_atomic_from() {
   local tmp=$1.tmp.$$
-  printf '%s' "$2" >"$tmp" || { rm -f -- "$tmp"; die "cannot write $1"; }
+  hpc_remove_at_exit "$tmp"
+  "${@:2}" >"$tmp" || { rm -f -- "$tmp"; die "cannot write $1"; }
   mv -f -- "$tmp" "$1" || { rm -f -- "$tmp"; die "cannot write $1"; }
+  hpc_keep_at_exit "$tmp"
 }
 
 # hpc_submit_plan SUBMITTED_VAR [VENV_JOB]: write the files and submit every chunk; the
@@ -40,13 +48,11 @@ hpc_submit_plan() {
   hpc_plan_log_pattern_to log
   for k in "${!J_CHUNKS[@]}"; do
     hpc_plan_script_path_to script "$k"
-    _write_atomic "$script" "$(hpc_plan_script "$k")"$'\n'
+    _write_atomic_from "$script" hpc_plan_script "$k"
     _written+=("$script")
     hpc_plan_chunk_to f "$k"
     hpc_plan_sbatch_args_to args "$k" "$venv_job" "$prev"
-    # The ledger counts array tasks: a packed chunk (pack.sh) runs f[2] lines per task.
-    tasks=$(hpc_plan_ranges_count "${f[0]}")
-    tasks=$(((tasks + f[2] - 1) / f[2]))
+    hpc_plan_chunk_tasks_to tasks "$k" # the ledger counts array tasks, not packed lines
     if ! hpc_sbatch id --ledger job "$tasks" "$script" "${f[1]}" "$log" \
       "${args[@]}"; then
       # What went in goes out again: the venv job too, which nothing would wait for.
@@ -89,13 +95,14 @@ hpc_print_submitted() {
   for k in "${!ids[@]}"; do
     hpc_plan_chunk_to f "$k"
     if ((f[2] > 1)); then # packed (pack.sh): f[2] lines per task
-      n=$((($(hpc_plan_ranges_count "${f[0]}") + f[2] - 1) / f[2]))
+      hpc_plan_chunk_tasks_to n "$k"
       printf 'Submitted batch job %s (array of %d tasks, 0-%d)\n' "${ids[k]}" "$n" "$((n - 1))"
       continue
     fi
     hpc_plan_ranges_shift_to spec "${f[0]}" "${f[1]}"
+    hpc_plan_ranges_count_to n "${f[0]}"
     printf 'Submitted batch job %s (array of %d task(s): %s as array indices %s)\n' \
-      "${ids[k]}" "$(hpc_plan_ranges_count "${f[0]}")" "${f[0]}" "$spec"
+      "${ids[k]}" "$n" "${f[0]}" "$spec"
   done
   log=${log//%A/<job>}
   printf '  logs:   %s\n' "${log//%a/<index>}"

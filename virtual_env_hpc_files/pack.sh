@@ -26,7 +26,8 @@
 #      (warned; resumes when the job reruns), stopped (cancelled while running)
 #   E  the exit code, or - while running;  J  the Slurm job (JOBID or ARRAYID_TASK) that
 #   wrote it;  A  its attempt (1 + restarts);  T  seconds the line ran.
-# A line has completed when, and only when, its file says state=done. Written atomically.
+# A line has completed when, and only when, its file says state=done. Ending states are
+# written atomically (a new file replaces the old); "running" in place.
 # Sourced by job_runtime.sh; everything here is a no-op unless HPC_PACK is set.
 
 # shellcheck source=virtual_env_hpc_files/job_lib.sh
@@ -51,8 +52,7 @@ hpc_pack_begin() {
   done <"$HPC_COMMANDS_FILE"
   ((${#HPC_PACK_ORDER[@]} == last - first + 1)) ||
     hpc_fail "job $HPC_TASK_INDEX should run lines $first-$last of $HPC_COMMANDS_FILE, which holds $i commands"
-  HPC_PACK_STATE_DIR=${HPC_COMMANDS_FILE%.commands}.lines
-  mkdir -p -- "$HPC_PACK_STATE_DIR" || hpc_fail "cannot create $HPC_PACK_STATE_DIR (is \$SCRATCH writable from this node?)"
+  HPC_PACK_STATE_DIR=${HPC_COMMANDS_FILE%.commands}.lines # made by _hpc_pack_dirs
   HPC_COMMAND="(packed: lines $first-$last, $HPC_PACK at once; each line's command is logged when it starts)"
 }
 
@@ -117,11 +117,18 @@ hpc_pack_shares() {
   ((HPC_PACK_THREADS >= 1)) || HPC_PACK_THREADS=1
 }
 
-# _hpc_pack_state I STATE EXIT [SECONDS]: write line I's outcome file (atomically).
+# _hpc_pack_state I STATE EXIT [SECONDS]: write line I's outcome file: atomically for an
+# ending state; "running" in place (one write, no mv per line started): a job that dies
+# while writing it leaves a file that does not say done, which is what running means.
 _hpc_pack_state() {
-  local file=$HPC_PACK_STATE_DIR/$1
-  if ! { printf 'state=%s exit=%s job=%s attempt=%s seconds=%s\n' "$2" "$3" "$HPC_PACK_TARGET" \
-    "$((HPC_RESTART_COUNT + 1))" "${4:-0}" >"$file.tmp.$$" && mv -f -- "$file.tmp.$$" "$file"; }; then
+  local file=$HPC_PACK_STATE_DIR/$1 text
+  printf -v text 'state=%s exit=%s job=%s attempt=%s seconds=%s\n' "$2" "$3" "$HPC_PACK_TARGET" \
+    "$((HPC_RESTART_COUNT + 1))" "${4:-0}"
+  if [[ $2 == running ]]; then
+    { printf '%s' "$text" >"$file"; } 2>/dev/null || hpc_log "pack: could not write $file (line $1: state=$2)"
+    return 0
+  fi
+  if ! { printf '%s' "$text" >"$file.tmp.$$" && mv -f -- "$file.tmp.$$" "$file"; }; then
     rm -f -- "$file.tmp.$$"
     hpc_log "pack: could not write $file (line $1: state=$2 exit=$3)"
   fi
@@ -141,15 +148,17 @@ _hpc_pack_ended_here() {
   HPC_PACK_STATE[$1]=${BASH_REMATCH[1]} HPC_PACK_RC[$1]=${BASH_REMATCH[2]}
 }
 
-# _hpc_pack_dirs I...: the checkpoint and results folders of lines I..., in one mkdir.
+# _hpc_pack_dirs I...: the outcomes folder, and the checkpoint and results folders of
+# lines I..., in one mkdir.
 _hpc_pack_dirs() {
-  local i dirs=()
+  local i dirs=("$HPC_PACK_STATE_DIR")
   for i; do
     dirs+=("$HPC_EXP_DIR/checkpoints/task_$i")
     [[ -z ${HPC_RESULTS_DIR:-} ]] || dirs+=("$HPC_RESULTS_DIR/task_$i")
   done
-  (($#)) || return 0
-  mkdir -p -- "${dirs[@]}" || hpc_log "pack: cannot create every line's folders: ${dirs[*]}"
+  mkdir -p -- "${dirs[@]}" && return 0
+  [[ -d $HPC_PACK_STATE_DIR ]] || hpc_fail "cannot create $HPC_PACK_STATE_DIR (is \$SCRATCH writable from this node?)"
+  hpc_log "pack: cannot create every line's folders: ${dirs[*]:1}"
 }
 
 # _hpc_pack_start I SLOT: start line I in SLOT, in the background, its output in its log

@@ -244,6 +244,29 @@ EOF2
   report "agents-per-gpu: $NGPU agent(s), each seeing exactly 1 device, $(printf '%s\n' "${uuids[@]}" | sort -u | wc -l) distinct GPU(s)"
 }
 
+@test "gpu: --pack gives each line GPUs of its own (CUDA_VISIBLE_DEVICES is that line's only)" {
+  # N lines at once, one GPU each; with one GPU, two lines one after another on it.
+  local pack=(--pack "$NGPU") n=$NGPU i rec cvd uuids=() lines=()
+  ((NGPU > 1)) || pack=(--pack 1 --lines-per-job 2) n=2
+  for ((i = 0; i < n; i++)); do lines+=("python3 gpu_programs/cuda_probe.py --tag line$i"); done
+  configs "${lines[@]}"
+  gsubmit "${pack[@]}" --gpus "$NGPU" -e packed --time 10
+  expect_completed "$JOB_ID"
+  for ((i = 0; i < n; i++)); do
+    rec=$(ckpt packed)/task_$i/probe_line$i.json
+    cat "$rec"
+    # Line i saw exactly one device, the one its CUDA_VISIBLE_DEVICES names.
+    [ "$(field "$rec" device_count)" = 1 ]
+    cvd=$(field "$rec" cuda_visible_devices)
+    [[ $cvd =~ ^[0-9]+$ ]]
+    [ "$(field "$rec" uuid)" = "$(gpu_uuid "$cvd")" ]
+    uuids+=("$(field "$rec" uuid)")
+  done
+  # No two lines at once on the same GPU (with one GPU: both on the only one).
+  [ "$(printf '%s\n' "${uuids[@]}" | sort -u | wc -l)" -eq "$NGPU" ]
+  report "pack: $n line(s) in one job, each seeing exactly 1 device, $(printf '%s\n' "${uuids[@]}" | sort -u | wc -l) distinct GPU(s)"
+}
+
 @test "gpu: a container job (Singularity stand-in) still sees the GPU: --nv passed" {
   [[ $GPU_VENV != none && -f $GPU_VENV/pyvenv.cfg ]] ||
     { echo "the image stand-in needs the Python environment as a venv folder (HPC_GPU_VENV), got '$GPU_VENV'" >&2; return 1; }

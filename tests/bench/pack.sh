@@ -5,14 +5,22 @@
 # Prints, for each, the time from submission to all done, the Slurm jobs (array tasks)
 # it made, and the ratio to the ideal LINES x 2 s / 16 slots and to one task per line.
 # Goal: packed within 1.2x of the ideal, well ahead of one task per line.
+# Raw Slurm's floor, in the same run: `sbatch --array` of the bare program, one task per
+# line and 4 per task (4 CPUs, the 4 in the background).
+# Then the same two (one task per line, --pack 4) with --data: a DATA_MIB MiB dataset that
+# every job extracts into its node-local $SLURM_TMPDIR, a per-job cost that packing pays
+# once for 4 lines (this cluster starts a bare job in well under a second on 2 cores, so
+# without such a cost 50 jobs of 4 lines cost what 200 jobs of 1 do).
 #
-# Usage: bash tests/bench/pack.sh [LINES] [K]    (defaults 200 and LINES/4: one job per node)
+# Usage: bash tests/bench/pack.sh [LINES] [K] [DATA_MIB]
+#        (defaults 200, LINES/4: one job per node, and 32; DATA_MIB 0: no --data rows)
 set -euo pipefail
 # shellcheck source=tests/bench/common.sh
 source "${BASH_SOURCE[0]%/*}/common.sh"
 
 lines=${1:-200}
 per_job=${2:-$(((lines + 3) / 4))} # one job per node: 4 jobs of 4 slots
+data_mib=${3:-32}
 slots=16 run_s=2
 bench_setup pack
 cd "$BENCH_PROJECT"
@@ -54,9 +62,29 @@ measure() {
   ((failed == 0)) || echo "warning: $failed task(s) of $name did not complete" >&2
 }
 
+# raw NAME SBATCH_ARGS...: a bare array (--wrap), timed like measure (no jobs count).
+raw() {
+  local name=$1 t0 t1 id
+  shift
+  t0=$(now_ms)
+  id=$(sbatch --parsable -J hpc_bench -o /dev/null --time 1 "$@") || return 1
+  wait_gone "${id%%;*}"
+  t1=$(now_ms)
+  printf -v "SECONDS_$name" '%s' "$(awk -v a="$t1" -v b="$t0" 'BEGIN {printf "%.1f", (a - b) / 1000}')"
+}
+
+raw rawsingle -c 1 --array="0-$((lines - 1))" --wrap "sleep $run_s"
+raw rawpack -c 4 --array="0-$(((lines + 3) / 4 - 1))" --wrap "for i in 1 2 3 4; do sleep $run_s & done; wait"
 measure single --cpus 1
 measure pack --pack 4 --cpus 4
 measure packk --pack 4 --cpus 4 --lines-per-job "$per_job"
+if ((data_mib > 0)); then
+  # Incompressible, so that each job really extracts DATA_MIB MiB.
+  mkdir -p "$SCRATCH/project/dataset"
+  head -c "$((data_mib * 1048576))" /dev/urandom >"$SCRATCH/project/dataset/blob.bin"
+  measure dsingle --cpus 1 --data dataset
+  measure dpack --pack 4 --cpus 4 --data dataset
+fi
 
 ideal=$(awk -v l="$lines" -v r="$run_s" -v s="$slots" 'BEGIN {printf "%.1f", l * r / s}')
 printf 'pack benchmark: %d lines of "sleep %d" on %d slots (4 nodes x 4 CPUs); ideal %s s\n' \
@@ -65,6 +93,15 @@ printf '  %-36s %8s %6s %9s %12s\n' "" "seconds" "jobs" "vs ideal" "vs per-line"
 row() {
   printf '  %-36s %8s %6s %8sx %11sx\n' "$1" "$2" "$3" "$(ratio "$2" "$ideal")" "$(ratio "$2" "$SECONDS_single")"
 }
+row "raw sbatch --array, 1 per task" "$SECONDS_rawsingle" "$lines"
+row "raw sbatch --array, 4 per task" "$SECONDS_rawpack" "$(((lines + 3) / 4))"
 row "one array task per line (--cpus 1)" "$SECONDS_single" "$JOBS_single"
 row "--pack 4 --cpus 4" "$SECONDS_pack" "$JOBS_pack"
 row "--pack 4 --cpus 4 --lines-per-job $per_job" "$SECONDS_packk" "$JOBS_packk"
+((data_mib > 0)) || exit 0
+# shellcheck disable=SC2016 # the variable's name, printed
+printf '  with --data (%d MiB extracted into $SLURM_TMPDIR by every job):\n' "$data_mib"
+printf '  %-36s %8s %6s %9s %12s\n' "" "seconds" "jobs" "vs ideal" "vs per-line"
+SECONDS_single=$SECONDS_dsingle
+row "one array task per line (--cpus 1)" "$SECONDS_dsingle" "$JOBS_dsingle"
+row "--pack 4 --cpus 4" "$SECONDS_dpack" "$JOBS_dpack"

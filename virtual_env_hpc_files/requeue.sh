@@ -121,19 +121,22 @@ hpc_on_warning() {
   HPC_WATCHDOG_PID=$!
 }
 
-# hpc_job_state_to STATE_VAR PREEMPT_VAR: the job's state (RUNNING, COMPLETING, ...) and
-# its PreemptTime (e.g. 2026-11-22T17:40:12, "" if it was not preempted), as fields of
-# one squeue (never read from the text of `scontrol show job`, where a job name or a
-# Comment= can hold "PreemptTime=..."); both "" outside Slurm or when Slurm does not answer.
+# hpc_job_state_to STATE_VAR PREEMPT_VAR [RESTARTS_VAR]: the job's state (RUNNING,
+# COMPLETING, ...), its PreemptTime (e.g. 2026-11-22T17:40:12, "" if it was not
+# preempted) and its restart count, as fields of one squeue (never read from the text of
+# `scontrol show job`, where a job name or a Comment= can hold "PreemptTime=..."); all ""
+# outside Slurm or when Slurm does not answer.
 hpc_job_state_to() {
   local -n _state=$1 _pt=$2
-  local info
-  _state="" _pt=""
+  local info _rs_none=""
+  local -n _rs=${3:-_rs_none}
+  _state="" _pt="" _rs=""
   [[ -n ${SLURM_JOB_ID:-} ]] || return 0
-  info=$(squeue -h -j "$(hpc_job_target)" -O 'State:40,PreemptTime:40' 2>/dev/null) || return 0
-  read -r _state _pt <<<"$info"
+  info=$(squeue -h -j "$(hpc_job_target)" -O 'State:40,PreemptTime:40,RestartCnt:12' 2>/dev/null) || return 0
+  read -r _state _pt _rs <<<"$info"
   [[ $_state =~ ^[A-Z_]+$ ]] || _state=""
   [[ $_pt =~ ^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]+$ ]] || _pt=""
+  [[ $_rs =~ ^[0-9]{1,9}$ ]] || _rs=""
   return 0
 }
 
@@ -194,23 +197,32 @@ hpc_stop_preempt_watch() {
   return 0
 }
 
-# hpc_on_term: SIGTERM to the batch shell: a preemption (requeue) or a cancel (stop).
-# Slurm sends it to a preempted job's batch shell only when the grace time is over (the
-# watch step saw the preemption earlier), and then shows the job COMPLETING with a
-# PreemptTime; a user's scancel leaves no PreemptTime.
+# hpc_on_term: SIGTERM to the batch shell: a preemption (requeue), a requeue from outside
+# (the job runs again) or a cancel (stop). Slurm sends it to a preempted job's batch shell
+# only when the grace time is over (the watch step saw the preemption earlier), and then
+# shows the job COMPLETING with a PreemptTime; a user's scancel leaves no PreemptTime.
+# Someone's `scontrol requeue` (the user's, an admin's, the program's own) shows the job
+# COMPLETING with its restart count already one up (measured on 22.05 and 24.11; a cancel
+# leaves it as it was).
 hpc_on_term() {
-  local state="" when=""
+  local state="" when="" restarts=""
   if ((HPC_REQUEUED)); then
     hpc_log "requeued: Slurm ends this attempt (SIGTERM)"
     return 0
   fi
-  hpc_job_state_to state when
+  hpc_job_state_to state when restarts
   if [[ $HPC_REQUEUE_ON_TERM == yes || ($HPC_REQUEUE_ON_TERM == auto && ($state == PREEMPTED || -n $when)) ]]; then
     hpc_on_warning preempt
     return 0
   fi
   [[ -n $HPC_SIGNALLED ]] || HPC_SIGNALLED=cancel
-  hpc_log "received SIGTERM (job ${state:-ending}): stopping the program, no requeue"
+  if [[ -n $restarts ]] && ((restarts > HPC_RESTART_COUNT)); then
+    # Not this job's end: it must not be taken for finished (job_lib.sh's marker).
+    HPC_REQUEUED=1
+    hpc_log "received SIGTERM: the job was requeued from outside (scontrol requeue; restart $restarts): stopping the program; Slurm runs the job again"
+  else
+    hpc_log "received SIGTERM (job ${state:-ending}): stopping the program, no requeue"
+  fi
   hpc_signal_program TERM
   hpc_hooks_before_kill # results copy and cleanup while Slurm still lets us (staging.sh)
 }

@@ -125,6 +125,26 @@ PY
   ! grep -q 'requeueing' "$(job_log "$JOB_ID" cancel)" || false
 }
 
+@test "a requeue from outside (scontrol requeue: the user, an admin, the program itself) runs the job again; it is not taken for a finished job" {
+  # Attempt 1 waits to be requeued; attempt 2 finishes. On Slurm 24.11 the toolkit keeps a
+  # marker against stale requeue requests (job_lib.sh): an attempt that someone requeued
+  # must not leave it.
+  # shellcheck disable=SC2016
+  printf '%s\n' 'if [ "${SLURM_RESTART_COUNT:-0}" -ge 1 ]; then echo "second attempt ran"; else echo started >"$HPC_CHECKPOINT_DIR/started"; sleep 120; exit 9; fi' \
+    >"$PROJECT/experiment_configurations.txt"
+  submit --exp-name outside --time 10
+  local log
+  log=$(job_log "$JOB_ID" outside)
+  wait_for_line "$SCRATCH/proj/outside/checkpoints/started" 'started' 120
+  scontrol requeue "$JOB_ID"
+  wait_for_line "$log" 'second attempt ran' 180
+  wait_job "$JOB_ID" 120
+  cat "$log"
+  [ "$(attempts "$JOB_ID" | tail -n 1)" = "COMPLETED|0:0" ]
+  [ "$(attempts "$JOB_ID" | head -n 1 | cut -d'|' -f1)" = "REQUEUED" ]
+  ! grep -q 'already finished' "$log" || false
+}
+
 @test "in an array, a warned task requeues alone and resumes from its own checkpoint" {
   printf '%s\n' 'python examples/requeue_train.py --steps 30 --step-sleep 0.2' \
     'python examples/requeue_train.py --steps 30 --step-sleep 0.2' >"$PROJECT/experiment_configurations.txt"

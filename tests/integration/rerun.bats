@@ -44,24 +44,16 @@ ids() {
   lines 5 1 3
   # Line 5 is requeued once (by itself), then completes: it counts by its final state.
   # (The end of the first attempt stops the program's sleep: exit 9 keeps it from going on.)
-  # Slurm 22.05 only: on 24.11 a task that runs `scontrol requeue` on itself ends FAILED
-  # (signal 15) instead of starting again, so there line 5 simply completes.
-  local selfrequeue=no
-  [[ $(sbatch --version) != "slurm 22."* ]] || selfrequeue=yes
-  if [[ $selfrequeue == yes ]]; then
-    # shellcheck disable=SC2016
-    echo '[ "${SLURM_RESTART_COUNT:-0}" -ge 1 ] || { scontrol requeue "${SLURM_ARRAY_JOB_ID}_$SLURM_ARRAY_TASK_ID"; sleep 60; exit 9; }; bash line.sh 5' \
-      >>"$PROJECT/experiment_configurations.txt"
-  else
-    echo 'bash line.sh 5' >>"$PROJECT/experiment_configurations.txt"
-  fi
+  # shellcheck disable=SC2016
+  echo '[ "${SLURM_RESTART_COUNT:-0}" -ge 1 ] || { scontrol requeue "${SLURM_ARRAY_JOB_ID}_$SLURM_ARRAY_TASK_ID"; sleep 60; exit 9; }; bash line.sh 5' \
+    >>"$PROJECT/experiment_configurations.txt"
   touch "$SCRATCH/fixed.5"
   submit -e five --time 5
   local first=$JOB_ID
   wait_job "$first" 180 6
   job_states "$first" # shown when the test fails
   [ "$(job_states "$first" | grep -c '|FAILED|')" -eq 2 ]
-  [[ $selfrequeue == no ]] || [ "$(sacct -D -X -n -P -j "${first}_5" -o State | tr '\n' ' ')" = "REQUEUED COMPLETED " ]
+  [ "$(sacct -D -X -n -P -j "${first}_5" -o State | tr '\n' ' ')" = "REQUEUED COMPLETED " ]
   touch "$SCRATCH/fixed.1" "$SCRATCH/fixed.3"
   local before
   before=$(wc -l <"$LEDGER")

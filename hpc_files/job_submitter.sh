@@ -111,11 +111,16 @@ prepare() {
   ((OPT_HELP == 0)) || return 0
   hpc_profile_load "${OPT_CLUSTER:-${HPC_CLUSTER:-generic}}" "$HPC_TOOLKIT_DIR/clusters"
   if [[ -n $OPT_RERUN ]]; then # everything else comes from the kept scripts (rerun.sh)
+    hpc_wandb_key_drop
     hpc_rerun_check_args "$@"
     hpc_settle_paths "$source_dir"
     need_sbatch
     return 0
   fi
+  # The W&B key leaves the environment before any command could pass it on (wandb_key.sh);
+  # then Slurm's version and partitions are asked in the background: the checks read them.
+  ((OPT_LOCAL)) || hpc_wandb_key_settle
+  ((OPT_DRY_RUN || OPT_LOCAL)) || hpc_cluster_ask_start
   hpc_settle_job
   hpc_plan_settle_job_side
   hpc_sweep_validate # a sweep makes its own commands (hpc_sweep_stage)
@@ -131,7 +136,6 @@ prepare() {
   hpc_code_settle
   hpc_mail_settle
   hpc_debug_settle # --local, --interactive, --task, --port (local.sh)
-  ((OPT_LOCAL)) || hpc_wandb_key_settle
   ! hpc_sweep_requested || hpc_sweep_stage
   hpc_code_plan_snapshot
   hpc_submission_paths "$stamp"

@@ -10,9 +10,14 @@
 # hpc_code_settle: J_GIT_COMMIT and J_GIT_BRANCH ("" outside git); --snapshot needs git.
 hpc_code_settle() {
   J_GIT_COMMIT="" J_GIT_BRANCH="" J_SNAPSHOT_DIR="" J_SNAPSHOT_TREE=""
-  if command -v git >/dev/null && git -C "$J_SOURCE_DIR" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-    J_GIT_COMMIT=$(git -C "$J_SOURCE_DIR" rev-parse --verify -q HEAD 2>/dev/null) || J_GIT_COMMIT=""
-    J_GIT_BRANCH=$(git -C "$J_SOURCE_DIR" symbolic-ref -q --short HEAD 2>/dev/null) || J_GIT_BRANCH="(detached)"
+  local out
+  # One git process: HEAD's commit and its branch ("HEAD" when detached); it fails outside
+  # a repository and in one with no commit yet.
+  if command -v git >/dev/null &&
+    out=$(git -C "$J_SOURCE_DIR" rev-parse HEAD --abbrev-ref HEAD 2>/dev/null) &&
+    [[ $out =~ ^([0-9a-f]{40,64})$'\n'(.+)$ ]]; then
+    J_GIT_COMMIT=${BASH_REMATCH[1]} J_GIT_BRANCH=${BASH_REMATCH[2]}
+    [[ $J_GIT_BRANCH != HEAD ]] || J_GIT_BRANCH="(detached)"
   fi
   if [[ -z $J_GIT_COMMIT ]]; then
     ((OPT_SNAPSHOT == 0)) ||

@@ -7,10 +7,32 @@
 
 HPC_LEDGER_PENDING="" # the ledger lines of this submission, written by hpc_ledger_flush
 
+# hpc_sbatch_version_start: run `sbatch --version` in the background now (loading Slurm's
+# library takes a few ms, done while the submission reads its configs); its answer waits
+# in a pipe for hpc_sbatch_version_to. Nothing when sbatch is missing or already asked.
+hpc_sbatch_version_start() {
+  [[ -z ${HPC_SBATCH_VERSION_FD:-} ]] && command -v sbatch >/dev/null || return 0
+  exec {HPC_SBATCH_VERSION_FD}< <(
+    sbatch --version 2>&1
+    printf '\n%d\n' "$?"
+  )
+}
+
 # hpc_sbatch_version_to VAR: what `sbatch --version` prints (cluster.sh reads the version
-# from it); returns its exit status.
+# from it), from hpc_sbatch_version_start's pipe when it was started; returns its exit
+# status.
 hpc_sbatch_version_to() {
   local -n _said=$1
+  if [[ -n ${HPC_SBATCH_VERSION_FD:-} ]]; then
+    local text="" rc
+    IFS= read -r -d '' -u "$HPC_SBATCH_VERSION_FD" text || true
+    exec {HPC_SBATCH_VERSION_FD}<&-
+    HPC_SBATCH_VERSION_FD=""
+    text=${text%$'\n'} rc=${text##*$'\n'} text=${text%$'\n'*}
+    _said=${text%$'\n'}
+    [[ $rc =~ ^[0-9]+$ ]] || rc=1
+    return "$rc"
+  fi
   _said=$(sbatch --version 2>&1)
 }
 

@@ -35,7 +35,7 @@ hpc_submit_plan() {
   local venv_job=${2:-} commands_text k script args id prev="" log f why tasks
   local -a _written=() _ids=()
   _submitted=()
-  mkdir -p -- "$J_SCRATCH_DIR/hpc_outputs/jobs" ||
+  [[ -d $J_SCRATCH_DIR/hpc_outputs/jobs ]] || mkdir -p -- "$J_SCRATCH_DIR/hpc_outputs/jobs" ||
     die "cannot create $J_SCRATCH_DIR/hpc_outputs: check that \$SCRATCH is writable"
   for k in "${!J_CHUNKS[@]}"; do
     hpc_plan_script_path_to script "$k"

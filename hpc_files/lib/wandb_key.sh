@@ -29,6 +29,12 @@ hpc_wandb_key_settle() {
   unset WANDB_API_KEY
 }
 
+# hpc_wandb_key_drop: a --rerun resubmits kept scripts, which name their key file (or
+# none): a WANDB_API_KEY in this shell is not saved again, and never passed on to sbatch.
+hpc_wandb_key_drop() {
+  unset WANDB_API_KEY
+}
+
 # hpc_wandb_key_keep_out: for every submission: the key hpc_wandb_key_settle took out of
 # the environment, saved to J_WANDB_KEY_FILE (not on a dry run).
 hpc_wandb_key_keep_out() {

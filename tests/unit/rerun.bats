@@ -90,6 +90,20 @@ five_submitted() {
   [ "${f[8]}" = "$(head -1 "$LEDGER" | cut -f9)" ]
 }
 
+@test "a WANDB_API_KEY in the rerunning shell never reaches sbatch (the copy names the key file)" {
+  sbatch_env_stub
+  local secret=rerun_secret_0123456789abcdef key=$HOME/.config/hpc_files/wandb_api_key
+  WANDB_API_KEY=$secret five_submitted
+  grep -qx "export HPC_WANDB_KEY_FILE='$key'" "$SBATCH_STUB_LOG.script.1"
+  : >"$SBATCH_STUB_LOG" && rm -f "$BATS_TEST_TMPDIR/sbatch.env"
+  WANDB_API_KEY=$secret run --separate-stderr submitter --rerun 4242
+  [ "$status" -eq 0 ]
+  [ "$(sbatch_calls)" -eq 1 ]
+  [ -s "$BATS_TEST_TMPDIR/sbatch.env" ]
+  ! grep -q WANDB_API_KEY= "$BATS_TEST_TMPDIR/sbatch.env" || false
+  run ! grep -rq -- "$secret" "$SCRATCH" "$SBATCH_STUB_LOG"* "$BATS_TEST_TMPDIR/sbatch.env"
+}
+
 @test "--dry-run says what it would do and writes nothing; all completed: nothing to rerun" {
   five_submitted
   : >"$SBATCH_STUB_LOG"

@@ -205,8 +205,11 @@ _hpc_pack_warn_line() {
     trap - USR1 USR2 TERM INT EXIT
     # shellcheck disable=SC2317 # called by hpc_proc_warn_loop
     _pack_line_log() { hpc_log "line $i: $*"; }
-    local end=$((SECONDS + wait_s))
+    local end=$((SECONDS + wait_s)) stop=0
+    trap 'stop=1' TERM # (the warning and its log line go together: requeue.sh)
     hpc_proc_warn_loop "$pid" "$wait_s" _pack_line_log
+    trap - TERM
+    ((stop == 0)) || exit 0
     ((SECONDS >= end)) || sleep $((end - SECONDS))
     [[ -z $HPC_ATTEMPT_DIR ]] || : >"$HPC_ATTEMPT_DIR/stopped.$i"
     hpc_log "line $i: still running ${wait_s} s after the warning: stopping it (SIGTERM)"

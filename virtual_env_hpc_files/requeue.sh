@@ -106,8 +106,14 @@ hpc_on_warning() {
   [[ -n ${HPC_CHILD_PID:-} ]] || return 0 # not started yet: it will not be
   (
     trap - USR1 USR2 TERM INT EXIT
-    local end=$((SECONDS + wait_s))
+    local end=$((SECONDS + wait_s)) stop=0
+    # Passing the warning on and saying so in the log go together: the batch shell ends
+    # this watchdog (SIGTERM) as soon as the program exits, which a quick program does
+    # before the line is written; the TERM waits for it.
+    trap 'stop=1' TERM
     hpc_warn_program "$wait_s"
+    trap - TERM
+    ((stop == 0)) || exit 0
     ((SECONDS >= end)) || sleep $((end - SECONDS))
     [[ -z $HPC_ATTEMPT_DIR ]] || : >"$HPC_ATTEMPT_DIR/stopped"
     hpc_log "the program is still running ${wait_s} s after the warning: stopping it (SIGTERM)"

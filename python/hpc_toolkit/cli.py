@@ -18,6 +18,7 @@ import typer
 from hpc_toolkit import __version__
 from hpc_toolkit.console import ScratchOpt, command_app, die, render_table, warn
 from hpc_toolkit.jobenv import JobEnv, JobEnvError
+from hpc_toolkit.packing import Packing, packing_of
 from hpc_toolkit.slurm import (
     FINISHED,
     TaskQuery,
@@ -31,9 +32,11 @@ from hpc_toolkit.slurm import (
 from hpc_toolkit.submissions import (
     Group,
     LocateError,
+    SlurmJob,
     find_scratch_dir,
     group_submissions,
     ledger_path,
+    read_script,
     read_submissions,
 )
 from hpc_toolkit.tracking import TargetError, Task, resolve, tasks_of
@@ -207,9 +210,8 @@ def _tail(path: Path, lines: int) -> str:
     return out if out.endswith("\n") or not out else out + "\n"
 
 
-def _follow(task: Task, scratch: Path) -> None:
-    """Print the log as it grows; wait for it while pending; stop when the task ends."""
-    path = task.log(scratch)
+def _follow(task: Task, path: Path) -> None:
+    """Print the log at `path` as it grows; wait for it while pending; stop when the task ends."""
     job_ids = [task.job.job_id]
     last_poll = 0.0
     done = False
@@ -230,7 +232,7 @@ def _follow(task: Task, scratch: Path) -> None:
                 sys.stdout.write(chunk.decode("utf-8", errors="replace"))
                 sys.stdout.flush()
         elif not said_waiting and not done:
-            warn(f"waiting for {path} (task {task.slurm_id} has not started)")
+            warn(f"waiting for {path} (task {task.slurm_id} has not started it)")
             said_waiting = True
         if done:
             if not path.exists():
@@ -239,59 +241,188 @@ def _follow(task: Task, scratch: Path) -> None:
         time.sleep(FOLLOW_READ_S)
 
 
+class _Packings:
+    """The packing (--pack) of each Slurm job of a submission, read once from its script."""
+
+    def __init__(self, scratch: Path) -> None:
+        self.scratch = scratch
+        self.seen: dict[str, Packing | None] = {}
+
+    def of(self, job: SlurmJob) -> Packing | None:
+        if job.job_id not in self.seen:
+            packing = None
+            if job.kind == "job" and job.script_path.name:
+                try:
+                    exports = read_script(job.script_path).exports
+                except OSError:
+                    exports = {}
+                packing = packing_of(exports, self.scratch, job.exp_name)
+            self.seen[job.job_id] = packing
+        return self.seen[job.job_id]
+
+
+def _line_note(packing: Packing, task: Task, line: int) -> str:
+    """What line `line` of packed task `task` did, from its outcome file."""
+    outcome = packing.outcome(line)
+    if outcome is None:
+        return "never started"
+    if outcome.job != task.slurm_id:
+        return f"last run by {outcome.job}: {outcome.describe()}"
+    return outcome.describe()
+
+
+def _line_completed(packing: Packing, task: Task, line: int) -> bool:
+    outcome = packing.outcome(line)
+    return outcome is not None and outcome.job == task.slurm_id and outcome.completed
+
+
+def _span(lines: range) -> str:
+    return str(lines[0]) if len(lines) == 1 else f"{lines[0]}-{lines[-1]}"
+
+
+def _line_header(packing: Packing, task: Task, line: int) -> str:
+    path = packing.line_log(task.job.job_id, line)
+    note = _line_note(packing, task, line)
+    where = f": {path}" if path.exists() else ""
+    return f"==> line {line} (task {task.number}, {task.slurm_id}) {note}{where} <=="
+
+
+def _find_line(group: Group, line: int, packings: _Packings) -> tuple[Task, Path]:
+    """The task that runs line `line` and the line's log (a packed job's line log, else
+    the log of the task that runs it: task I runs line I)."""
+    total = 0
+    for t in tasks_of(group, TaskQuery()):
+        if t.number is None:
+            continue
+        packing = packings.of(t.job)
+        lines = packing.lines_of(t.number) if packing else range(t.number, t.number + 1)
+        total = max(total, lines[-1] + 1 if lines else 0)
+        if line in lines:
+            return t, (packing.line_log(t.job.job_id, line) if packing else t.log(packings.scratch))
+    die(f"no line {line} in submission {group.submission_id}: its lines are 0-{total - 1}", 2)
+
+
 @app.command()
 def logs(
     target: Annotated[str, typer.Argument(help="JOB, JOB_TASK or EXP.")],
     task_no: Annotated[
         int | None, typer.Option("--task", min=0, help="Task N of the submission (line N+1).")
     ] = None,
+    line_no: Annotated[
+        int | None,
+        typer.Option(
+            "--line", min=0, help="Line I's own log (HPC_TASK_INDEX=I; a packed job's line)."
+        ),
+    ] = None,
     follow: Annotated[
         bool, typer.Option("-f", "--follow", help="Follow the log until the task ends.")
     ] = False,
     failed: Annotated[
-        bool, typer.Option("--failed", help="The tail of every failed task's log.")
+        bool, typer.Option("--failed", help="The tail of every failed task's (or line's) log.")
     ] = False,
     lines: Annotated[
         int, typer.Option("-n", "--lines", min=0, help="Lines of each tail (--failed; 0: all).")
     ] = 30,
     scratch_dir: ScratchOpt = None,
 ) -> None:
-    """Print a job's or array task's log; -f follows it, --failed shows what failed."""
+    """Print a job's or array task's log; -f follows it, --failed shows what failed.
+
+    A packed job (--pack, --lines-per-job) also wrote one log per line: they follow its
+    own log, and --line I shows line I's.
+    """
     scratch, groups = _load(scratch_dir)
     group, task_id = _target(target, groups)
+    packings = _Packings(scratch)
+    if line_no is not None and (task_id is not None or task_no is not None or failed):
+        die("--line names one line: give it without --task, JOB_TASK or --failed", 2)
     if failed:
         if follow:
             die("--failed and -f do not go together", 2)
-        q = query_tasks(group.job_ids)
-        _say_sources(q)
-        bad = [t for t in tasks_of(group, q) if t.failed]
-        if not bad:
-            typer.echo(f"No failed task in submission {group.submission_id}.")
+        _failed_logs(group, scratch, packings, lines)
+        return
+    if line_no is not None:
+        task, path = _find_line(group, line_no, packings)
+        if follow:
+            _follow(task, path)
             return
-        for t in bad:
-            st = t.state or TaskState("UNKNOWN")
-            typer.echo(
-                f"==> task {t.number if t.number is not None else 'venv'} ({t.slurm_id}) "
-                f"{st.state} exit {st.exit_code} on {st.node}: {t.log(scratch)} <=="
+        packing = packings.of(task.job)
+        if packing is not None and not path.exists():
+            warn(
+                f"line {line_no} (task {task.number}, {task.slurm_id}) has no log: "
+                f"{_line_note(packing, task, line_no)} (`hpc status {task.slurm_id}`)"
             )
-            typer.echo(_tail(t.log(scratch), lines), nl=False)
+            return
+        _show_whole([(task, path)], scratch)
         return
     if follow:
-        _follow(_pick_one(group, task_id, task_no, TaskQuery()), scratch)
+        task = _pick_one(group, task_id, task_no, TaskQuery())
+        _follow(task, task.log(scratch))
         return
     chosen = (
         [_pick_one(group, task_id, task_no, TaskQuery())]
         if task_id is not None or task_no is not None
         else [t for t in tasks_of(group, TaskQuery()) if t.number is not None]
     )
+    if not any(packings.of(t.job) for t in chosen):
+        _show_whole([(t, t.log(scratch)) for t in chosen], scratch)
+        return
     for t in chosen:
-        if len(chosen) > 1:
-            typer.echo(f"==> task {t.number} ({t.slurm_id}): {t.log(scratch)} <==")
-        path = t.log(scratch)
-        if not path.exists():
-            warn(f"no log yet at {path} (pending? `hpc status {t.slurm_id}`; -f waits for it)")
+        packing = packings.of(t.job)
+        span = f", packed lines {_span(packing.lines_of(t.number or 0))}" if packing else ""
+        typer.echo(f"==> task {t.number} ({t.slurm_id}){span}: {t.log(scratch)} <==")
+        _print_whole(t.log(scratch), t)
+        if packing is None:
             continue
-        typer.echo(_tail(path, 0), nl=False)
+        for i in packing.lines_of(t.number or 0):
+            typer.echo(_line_header(packing, t, i))
+            path = packing.line_log(t.job.job_id, i)
+            if path.exists():
+                _print_whole(path, t)
+
+
+def _show_whole(chosen: list[tuple[Task, Path]], scratch: Path) -> None:
+    for t, path in chosen:
+        if len(chosen) > 1:
+            typer.echo(f"==> task {t.number} ({t.slurm_id}): {path} <==")
+        _print_whole(path, t)
+
+
+def _print_whole(path: Path, task: Task) -> None:
+    if not path.exists():
+        warn(f"no log yet at {path} (pending? `hpc status {task.slurm_id}`; -f waits for it)")
+        return
+    typer.echo(_tail(path, 0), nl=False)
+
+
+def _failed_logs(group: Group, scratch: Path, packings: _Packings, lines: int) -> None:
+    """The tail of each failed task's log; for a packed job, of its lines that did not
+    complete (its own log's tail when none of them has a log)."""
+    q = query_tasks(group.job_ids)
+    _say_sources(q)
+    bad = [t for t in tasks_of(group, q) if t.failed]
+    if not bad:
+        typer.echo(f"No failed task in submission {group.submission_id}.")
+        return
+    for t in bad:
+        st = t.state or TaskState("UNKNOWN")
+        packing = packings.of(t.job) if t.number is not None else None
+        span = f", packed lines {_span(packing.lines_of(t.number or 0))}" if packing else ""
+        typer.echo(
+            f"==> task {t.number if t.number is not None else 'venv'} ({t.slurm_id}) "
+            f"{st.state} exit {st.exit_code} on {st.node}{span}: {t.log(scratch)} <=="
+        )
+        if packing is None:
+            typer.echo(_tail(t.log(scratch), lines), nl=False)
+            continue
+        left = [i for i in packing.lines_of(t.number or 0) if not _line_completed(packing, t, i)]
+        notes = ", ".join(f"{i} ({_line_note(packing, t, i)})" for i in left)
+        typer.echo(f"lines that did not complete: {notes or 'none'}")
+        with_log = [i for i in left if packing.line_log(t.job.job_id, i).exists()]
+        for i in with_log:
+            typer.echo(_line_header(packing, t, i))
+            typer.echo(_tail(packing.line_log(t.job.job_id, i), lines), nl=False)
+        if not with_log:
+            typer.echo(_tail(t.log(scratch), lines), nl=False)
 
 
 @app.command()

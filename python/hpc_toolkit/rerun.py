@@ -24,19 +24,20 @@ from __future__ import annotations
 
 import argparse
 import re
-import shlex
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
-from hpc_toolkit.slurm import FINISHED, Runner, expand_range, query_tasks, run_command
+from hpc_toolkit.packing import packing_of
+from hpc_toolkit.slurm import FINISHED, Runner, query_tasks, run_command
 from hpc_toolkit.submissions import (
     SUBMISSION_ID,
     Group,
+    ScriptInfo,
     SlurmJob,
     group_submissions,
     ledger_path,
+    read_script,
     read_submissions,
 )
 
@@ -45,8 +46,6 @@ from hpc_toolkit.submissions import (
 # covers a file server's clock a little ahead of the login node's).
 EDIT_SLACK_S = 60
 JOB_ID = re.compile(r"([0-9]{1,18})(?:_[0-9]{1,9})?")
-_ARRAY_LINE = re.compile(r'#SBATCH --array="?([0-9][0-9,\-:]*)(?:%([0-9]+))?"?\s*$')
-_EXPORT_LINE = re.compile(r"export ([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 SHOWN = 10  # tasks named in a refusal; the rest are counted
 
 
@@ -55,36 +54,6 @@ Rerun = tuple[int, str, str, str, str, str]  # number, Slurm id, state, exit, li
 
 class Refusal(Exception):
     """Why the rerun cannot go ahead, and what to do (exit 2)."""
-
-
-@dataclass(frozen=True)
-class ScriptInfo:
-    """What a kept batch script says about its array and its files."""
-
-    indices: list[int] | None  # None: not an array
-    exports: dict[str, str]
-
-
-def read_script(path: Path) -> ScriptInfo:
-    """The `#SBATCH --array` indices and the `export NAME=VALUE` lines of a batch script."""
-    indices: list[int] | None = None
-    exports: dict[str, str] = {}
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            line = line.rstrip("\n")
-            m = _ARRAY_LINE.match(line)
-            if m:
-                indices = expand_range(m[1])
-                continue
-            m = _EXPORT_LINE.match(line)
-            if m:
-                try:
-                    words = shlex.split(m[2])
-                except ValueError:
-                    continue
-                if len(words) == 1:
-                    exports[m[1]] = words[0]
-    return ScriptInfo(indices, exports)
 
 
 def compress(numbers: Sequence[int]) -> str:
@@ -195,44 +164,31 @@ def data_jobs_file(info: ScriptInfo) -> str:
     return base + ".jobs" if base != archive else "-"
 
 
-_OUTCOME = re.compile(r"state=([a-z]{1,20}) exit=([0-9]{1,3}|-) job=([0-9_]{1,40}) ")
-
-
 def packed_lines(info: ScriptInfo, number: int, slurm_id: str) -> tuple[str, str]:
     """For a task of a packed job (--pack; the job side writes one outcome file per line,
     <commands>.lines/I): its lines (`6-8`) and what each did in that job, else ("-", "-").
     The whole task runs again, its lines that were done too."""
-    k_text, total_text = (
-        info.exports.get("HPC_PACK_LINES", ""),
-        info.exports.get("HPC_PACK_TOTAL", ""),
-    )
-    if not (k_text.isdigit() and total_text.isdigit() and 0 < int(k_text) <= 10**6):
+    packing = packing_of(info.exports, Path("."), "")
+    lines = packing.lines_of(number) if packing is not None else range(0)
+    if packing is None or not lines:
         return "-", "-"
-    k, total = int(k_text), int(total_text)
-    first, last = number * k, min(number * k + k, total) - 1
-    if last < first:
-        return "-", "-"
-    folder = Path(info.exports.get("HPC_COMMANDS_FILE", "").removesuffix(".commands") + ".lines")
     failed: list[str] = []
     done: list[str] = []
-    for line in range(first, last + 1):
-        try:
-            text = (folder / str(line)).read_text(encoding="utf-8", errors="replace")[:200]
-        except OSError:
+    for line in lines:
+        outcome = packing.outcome(line)
+        if outcome is None:
             failed.append(f"{line} (never started)")
-            continue
-        m = _OUTCOME.match(text)
-        if m is None or m[3] != slurm_id:
+        elif outcome.job != slurm_id:
             failed.append(f"{line} (no outcome from this job)")
-        elif m[1] == "done":
+        elif outcome.completed:
             done.append(str(line))
         else:
-            failed.append(f"{line} ({m[1]}{', exit ' + m[2] if m[2] != '-' else ''})")
+            failed.append(f"{line} ({outcome.describe()})")
     detail = "lines that did not complete: " + ", ".join(failed)
     if done:
         detail += "; done, not run again: " + ", ".join(done)
-    lines = str(first) if first == last else f"{first}-{last}"
-    return lines, detail
+    first, last = lines[0], lines[-1]
+    return (str(first) if first == last else f"{first}-{last}"), detail
 
 
 def _listing(items: list[str]) -> str:

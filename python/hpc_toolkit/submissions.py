@@ -12,6 +12,7 @@ warning, never fatal, because the other lines are still worth showing.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -22,6 +23,8 @@ from hpc_toolkit.slurm import expand_range
 LEDGER = Path("hpc_outputs", "jobs", "submissions.tsv")
 # EXP-YYYYmmdd-HHMMSS-PID as ledger.sh writes it (the experiment name's characters).
 SUBMISSION_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+-]{0,200}")
+_ARRAY_LINE = re.compile(r'#SBATCH --array="?([0-9][0-9,\-:]*)(?:%([0-9]+))?"?\s*$')
+_EXPORT_LINE = re.compile(r"export ([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 
 
 class LocateError(RuntimeError):
@@ -113,6 +116,36 @@ def _script_indices(j: SlurmJob) -> range | list[int]:
     except OSError:
         pass
     return range(j.num_tasks)
+
+
+@dataclass(frozen=True)
+class ScriptInfo:
+    """What a kept batch script says about its array and its files."""
+
+    indices: list[int] | None  # None: not an array
+    exports: dict[str, str]
+
+
+def read_script(path: Path) -> ScriptInfo:
+    """The `#SBATCH --array` indices and the `export NAME=VALUE` lines of a batch script."""
+    indices: list[int] | None = None
+    exports: dict[str, str] = {}
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            line = line.rstrip("\n")
+            m = _ARRAY_LINE.match(line)
+            if m:
+                indices = expand_range(m[1])
+                continue
+            m = _EXPORT_LINE.match(line)
+            if m:
+                try:
+                    words = shlex.split(m[2])
+                except ValueError:
+                    continue
+                if len(words) == 1:
+                    exports[m[1]] = words[0]
+    return ScriptInfo(indices, exports)
 
 
 def _parse_time(text: str) -> datetime:

@@ -92,3 +92,120 @@ def test_cancel_reports_scancel_failure(runner: CliRunner, stub: Stub, scratch: 
     result = runner.invoke(app, ["cancel", "sp", "--yes", "--scratch-dir", str(scratch)])
     assert result.exit_code == 1
     assert "scancel failed (exit 1): scancel: error: Invalid job id" in result.stderr
+
+
+@pytest.fixture
+def packed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A packed submission (--pack 2: 5 lines, 2 per job, array 700 of 3 jobs), as the job
+    side leaves it: each job's log, one log per line that ran, one outcome file per line.
+    Job 0 ran lines 0 (done) and 1 (exit 3); job 1 lines 2 and 3; job 2 was cancelled
+    before it started line 4."""
+    s = tmp_path / "scratch"
+    jobs = s / "hpc_outputs" / "jobs"
+    jobs.mkdir(parents=True)
+    out = s / "hpc_outputs"
+    commands = jobs / "pk-1.commands"
+    commands.write_text("".join(f"echo {i}\n" for i in range(5)))
+    (jobs / "pk-1.sbatch").write_text(
+        '#!/bin/bash\n#SBATCH --array="0-2"\n'
+        f"export exp_name='pk'\nexport HPC_OUTPUT_DIR='{out}'\n"
+        f"export HPC_COMMANDS_FILE='{commands}'\n"
+        "export HPC_PACK='2'\nexport HPC_PACK_LINES='2'\nexport HPC_PACK_TOTAL='5'\n"
+    )
+    (jobs / "submissions.tsv").write_text(
+        f"2026-11-24T10:00:00+0000\t700\tpk\t3\t{jobs}/pk-1.sbatch\tpk-1\tjob\t0\t{out}/pk-%A_%a.out\n"
+    )
+    lines = jobs / "pk-1.lines"
+    lines.mkdir()
+    for i, (state, code, job) in enumerate(
+        [
+            ("done", "0", "700_0"),
+            ("failed", "3", "700_0"),
+            ("done", "0", "700_1"),
+            ("done", "0", "700_1"),
+        ]
+    ):
+        (lines / str(i)).write_text(f"state={state} exit={code} job={job} attempt=1 seconds=1\n")
+        (out / f"pk-700-line{i}.out").write_text(f"line {i} says\nline {i} ends\n")
+    for t in range(3):
+        (out / f"pk-700_{t}.out").write_text(f"job {t} header\njob {t} end\n")
+    monkeypatch.setenv("SCRATCH", str(tmp_path))
+    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "absent.conf"))
+    return s
+
+
+PACKED_SACCT = "700_0|FAILED|3:0|00:00:02|node1\n700_1|COMPLETED|0:0|00:00:02|node2\n700_2|CANCELLED by 0|0:0|00:00:00|None assigned\n"
+
+
+def test_logs_of_a_packed_task_shows_its_lines_logs(runner: CliRunner, packed: Path) -> None:
+    result = runner.invoke(app, ["logs", "700_0", "--scratch-dir", str(packed)])
+    assert result.exit_code == 0, result.stderr
+    out = packed / "hpc_outputs"
+    assert result.stdout.splitlines() == [
+        f"==> task 0 (700_0), packed lines 0-1: {out}/pk-700_0.out <==",
+        "job 0 header",
+        "job 0 end",
+        f"==> line 0 (task 0, 700_0) done, exit 0: {out}/pk-700-line0.out <==",
+        "line 0 says",
+        "line 0 ends",
+        f"==> line 1 (task 0, 700_0) failed, exit 3: {out}/pk-700-line1.out <==",
+        "line 1 says",
+        "line 1 ends",
+    ]
+    # The whole submission: every job's log and every line's, in order.
+    every = runner.invoke(app, ["logs", "pk", "--scratch-dir", str(packed)]).stdout
+    heads = [x for x in every.splitlines() if x.startswith("==>")]
+    assert [h.split(":")[0].removesuffix(" <==") for h in heads] == [
+        "==> task 0 (700_0), packed lines 0-1", "==> line 0 (task 0, 700_0) done, exit 0",
+        "==> line 1 (task 0, 700_0) failed, exit 3",
+        "==> task 1 (700_1), packed lines 2-3", "==> line 2 (task 1, 700_1) done, exit 0",
+        "==> line 3 (task 1, 700_1) done, exit 0",
+        "==> task 2 (700_2), packed lines 4", "==> line 4 (task 2, 700_2) never started",
+    ]  # fmt: skip
+
+
+def test_logs_line_of_a_packed_submission(runner: CliRunner, packed: Path) -> None:
+    args = ["--scratch-dir", str(packed)]
+    assert (
+        runner.invoke(app, ["logs", "pk", "--line", "3", *args]).stdout
+        == "line 3 says\nline 3 ends\n"
+    )
+    assert (
+        runner.invoke(app, ["logs", "700", "--line", "1", *args]).stdout
+        == "line 1 says\nline 1 ends\n"
+    )
+    none = runner.invoke(app, ["logs", "pk", "--line", "4", *args])
+    assert none.exit_code == 0
+    assert none.stdout == ""
+    assert "line 4 (task 2, 700_2) has no log: never started" in none.stderr
+    bad = runner.invoke(app, ["logs", "pk", "--line", "5", *args])
+    assert bad.exit_code == 2
+    assert "no line 5 in submission pk-1: its lines are 0-4" in bad.stderr
+    both = runner.invoke(app, ["logs", "pk", "--line", "1", "--task", "0", *args])
+    assert both.exit_code == 2
+    assert "--line names one line: give it without --task" in both.stderr
+
+
+def test_logs_line_of_an_unpacked_submission_is_its_task(runner: CliRunner, scratch: Path) -> None:
+    # Line I of an unpacked submission is run by task I (split arrays: 503_0 is task 2).
+    result = runner.invoke(app, ["logs", "sp", "--line", "2", "--scratch-dir", str(scratch)])
+    assert result.stdout == "two\n"
+
+
+def test_logs_failed_of_a_packed_submission_shows_the_failed_lines(
+    runner: CliRunner, stub: Stub, packed: Path
+) -> None:
+    stub("sacct", PACKED_SACCT)
+    result = runner.invoke(app, ["logs", "pk", "--failed", "-n", "1", "--scratch-dir", str(packed)])
+    assert result.exit_code == 0, result.stderr
+    out = packed / "hpc_outputs"
+    assert result.stdout.splitlines() == [
+        "States from: sacct",
+        f"==> task 0 (700_0) FAILED exit 3:0 on node1, packed lines 0-1: {out}/pk-700_0.out <==",
+        "lines that did not complete: 1 (failed, exit 3)",
+        f"==> line 1 (task 0, 700_0) failed, exit 3: {out}/pk-700-line1.out <==",
+        "line 1 ends",
+        f"==> task 2 (700_2) CANCELLED exit 0:0 on -, packed lines 4: {out}/pk-700_2.out <==",
+        "lines that did not complete: 4 (never started)",
+        "job 2 end",
+    ]

@@ -67,13 +67,56 @@ hpc_task_dirs() {
   export HPC_CHECKPOINT_DIR=$HPC_EXP_DIR/checkpoints$HPC_TASK_SUBDIR
 }
 
+# hpc_num_tasks: HPC_NUM_TASKS, the submission's number of lines (tasks), which
+# HPC_TASK_INDEX counts in: the same in every array of a submission (split at
+# MaxArraySize, resource blocks, a --rerun of some lines), unlike SLURM_ARRAY_TASK_COUNT,
+# which counts this array's tasks only. 1 for a job that is not an array.
+hpc_num_tasks() {
+  local n=1
+  if [[ -n ${HPC_PACK:-} ]]; then
+    n=$HPC_PACK_TOTAL
+  elif [[ -n ${SLURM_ARRAY_TASK_ID:-} ]]; then
+    # One command per line; an unreadable file is hpc_read_task_command's to report.
+    n=$(wc -l <"$HPC_COMMANDS_FILE" 2>/dev/null) || n=""
+    n=${n//[[:space:]]/}
+    [[ $n =~ ^[0-9]+$ ]] || n=${SLURM_ARRAY_TASK_COUNT:-1}
+  fi
+  export HPC_NUM_TASKS=$n
+}
+
+# hpc_task_title_to VAR: how the log's first line names this task: the Slurm job (JOBID,
+# or ARRAYID_INDEX with its own job id), its place in its array, and the line(s) of the
+# submission it runs. Array indices are not line numbers in a --rerun (the original
+# indices, fewer tasks), resource blocks (one array per block) and split arrays
+# (HPC_TASK_OFFSET); packed, a job runs several lines (pack.sh's HPC_PACK_ORDER).
+hpc_task_title_to() {
+  local -n _title=$1
+  local job=${SLURM_JOB_ID:-?} lines=""
+  if [[ -n ${HPC_PACK:-} ]]; then
+    local first=${HPC_PACK_ORDER[0]} last=${HPC_PACK_ORDER[${#HPC_PACK_ORDER[@]} - 1]}
+    if ((first == last)); then
+      lines="packed line $first of $HPC_NUM_TASKS"
+    else
+      lines="packed lines $first-$last of $HPC_NUM_TASKS"
+    fi
+  elif [[ -n ${SLURM_ARRAY_TASK_ID:-} ]]; then
+    lines="line index $HPC_TASK_INDEX of $HPC_NUM_TASKS"
+  fi
+  if [[ -n ${SLURM_ARRAY_TASK_ID:-} ]]; then
+    local own=""
+    [[ ${SLURM_ARRAY_JOB_ID:-} == "$job" ]] || own="Slurm job $job, "
+    job="${SLURM_ARRAY_JOB_ID:-?}_$SLURM_ARRAY_TASK_ID (${own}array index $SLURM_ARRAY_TASK_ID of an array of ${SLURM_ARRAY_TASK_COUNT:-?} task(s))"
+  fi
+  _title="job $job${lines:+: $lines}"
+}
+
 # hpc_job_begin: the task's identity, folders and command, and a header in the log.
 hpc_job_begin() {
   trap hpc_run_exit_hooks EXIT
   hpc_install_signal_traps
   # HPC_TASK_OFFSET: this array is one of several (hpc_files/lib/arrays.sh).
   export HPC_TASK_INDEX=$((${HPC_TASK_OFFSET:-0} + ${SLURM_ARRAY_TASK_ID:-0}))
-  export HPC_NUM_TASKS=${SLURM_ARRAY_TASK_COUNT:-1}
+  hpc_num_tasks
   export HPC_RESTART_COUNT=${SLURM_RESTART_COUNT:-0}
   hpc_task_dirs
   # Threaded libraries default to every core of the node; keep them to the job's share.
@@ -96,10 +139,15 @@ hpc_job_begin() {
     hpc_read_task_command
   fi
   [[ -z ${HPC_WANDB_KEY_FILE:-} ]] || hpc_load_wandb_key "$HPC_WANDB_KEY_FILE"
-  hpc_log "job ${SLURM_JOB_ID:-?}${SLURM_ARRAY_TASK_ID:+ (array task $SLURM_ARRAY_TASK_ID of $HPC_NUM_TASKS)}, attempt $((HPC_RESTART_COUNT + 1)), nodes ${SLURM_JOB_NODELIST:-?}, Slurm ${HPC_SLURM_VERSION:-unknown}"
+  local title
+  hpc_task_title_to title
+  hpc_log "$title, attempt $((HPC_RESTART_COUNT + 1)), nodes ${SLURM_JOB_NODELIST:-?}, Slurm ${HPC_SLURM_VERSION:-unknown}"
   hpc_log "command: $HPC_COMMAND"
   if [[ -n ${HPC_GIT_COMMIT:-} ]]; then
-    hpc_log "code: git commit $HPC_GIT_COMMIT, run from $source_dir (record: ${HPC_COMMANDS_FILE%.commands}.git)"
+    # The record is written at submission (coderecord.sh); a --local run writes none.
+    local record=${HPC_COMMANDS_FILE%.commands}.git
+    [[ -e $record ]] || record=""
+    hpc_log "code: git commit $HPC_GIT_COMMIT, run from $source_dir${record:+ (record: $record)}"
   else
     hpc_log "code: not recorded ($source_dir was not in a git repository with a commit at submission)"
   fi

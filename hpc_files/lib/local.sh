@@ -68,7 +68,7 @@ _hpc_debug_one_node() {
 # _hpc_local_task I TMP SCRIPT STUBS HOST: (in a subshell, with task I's chunk in force) run
 # SCRIPT as array task I of a one-node Slurm job on HOST.
 _hpc_local_task() {
-  local i=$1 tmp=$2 n=${#J_COMMANDS[@]} v
+  local i=$1 tmp=$2 v
   local -a f
   hpc_plan_chunk_to f "$HPC_PLAN_CHUNK"
   # Nothing of an enclosing Slurm job (or the user's shell) leaks into the local one.
@@ -80,10 +80,15 @@ _hpc_local_task() {
   export SLURM_NTASKS=$J_TASKS_PER_NODE SLURM_JOB_CPUS_PER_NODE=$J_CPUS SLURM_CPUS_ON_NODE=$J_CPUS
   export SLURM_SUBMIT_DIR=$PWD SLURM_SUBMIT_HOST=$5 SLURM_CLUSTER_NAME=local
   export SLURM_TMPDIR=$tmp HPC_LOCAL_RUN=1 HPC_PREEMPT_WATCH=no
-  if ((n > 1)); then
-    # The chunk's array index: its script adds HPC_TASK_OFFSET back.
-    export SLURM_ARRAY_JOB_ID=local-$$ SLURM_ARRAY_TASK_ID=$((i - f[1])) SLURM_ARRAY_TASK_COUNT=$n
-    export SLURM_ARRAY_TASK_MIN=0 SLURM_ARRAY_TASK_MAX=$((n - 1))
+  if hpc_plan_is_array; then
+    # The task's own array (its chunk: a split at MaxArraySize, a resource block) as Slurm
+    # numbers it: its indices less HPC_TASK_OFFSET, which its script adds back.
+    local spec
+    hpc_plan_ranges_shift_to spec "${f[0]}" "${f[1]}"
+    export SLURM_ARRAY_JOB_ID=local-$$ SLURM_ARRAY_TASK_ID=$((i - f[1]))
+    SLURM_ARRAY_TASK_COUNT=$(hpc_plan_ranges_count "${f[0]}")
+    export SLURM_ARRAY_TASK_COUNT
+    export SLURM_ARRAY_TASK_MIN=${spec%%[-,]*} SLURM_ARRAY_TASK_MAX=${spec##*[-,]}
   fi
   export PATH=$4:$PATH
   cd -- "$J_SOURCE_DIR" && exec bash "$3" </dev/null
@@ -102,7 +107,10 @@ hpc_local_run() {
   local J_SCRIPT_PATH=$run_dir/$J_EXP_NAME.sbatch J_COMMANDS_PATH=$run_dir/$J_EXP_NAME.commands commands_text
   printf -v commands_text '%s\n' "${J_COMMANDS[@]}"
   _write_atomic "$J_COMMANDS_PATH" "$commands_text"
-  say "local run (no Slurm): ${#J_DEBUG_TASKS[@]} of $n task(s) on $host, launcher $J_LAUNCHER (the batch script as --dry-run prints it)"
+  local scripts="the batch script as --dry-run prints it"
+  # Several arrays (MaxArraySize, resource blocks): each task runs its own array's script.
+  ((${#J_CHUNKS[@]} == 1)) || scripts="each task with its own array's batch script, one of the ${#J_CHUNKS[@]} a submission would write"
+  say "local run (no Slurm): ${#J_DEBUG_TASKS[@]} of $n task(s) on $host, launcher $J_LAUNCHER ($scripts)"
   trap 'interrupted=1' INT
   for i in "${J_DEBUG_TASKS[@]}"; do
     tmp=$(mktemp -d "${TMPDIR:-/tmp}/hpc_local_tmpdir.XXXXXX") || die "cannot make a local scratch folder under ${TMPDIR:-/tmp}"

@@ -59,6 +59,49 @@ LINES
   no_local_leftovers
 }
 
+@test "--local of a split array and of resource blocks: each task sees its own array as Slurm numbers it, its header says its line, and no file named is missing" {
+  printf 'echo "line=$HPC_TASK_INDEX of=$HPC_NUM_TASKS task=$SLURM_ARRAY_TASK_ID count=$SLURM_ARRAY_TASK_COUNT min=$SLURM_ARRAY_TASK_MIN max=$SLURM_ARRAY_TASK_MAX"; test -s "$HPC_JOB_SCRIPT" && echo "script there"\n%.0s' 1 2 3 4 5 \
+    >"$PROJECT/experiment_configurations.txt"
+  # Two arrays: lines 0-2 (indices 0-2), lines 3-4 (indices 0-1, HPC_TASK_OFFSET 3).
+  HPC_MAX_ARRAY_SIZE=3 run --separate-stderr submitter --local
+  echo "$output"
+  echo "$stderr"
+  [ "$status" -eq 0 ]
+  [[ $output == *"line=1 of=5 task=1 count=3 min=0 max=2"* ]]
+  [[ $output == *"line=3 of=5 task=0 count=2 min=0 max=1"* ]]
+  [[ $output == *"line=4 of=5 task=1 count=2 min=0 max=1"* ]]
+  [ "$(grep -cx 'script there' <<<"$output")" -eq 5 ]
+  [[ $stderr == *"(each task with its own array's batch script, one of the 2 a submission would write)"* ]]
+  # (The job's log is the run's stdout.)
+  [[ $output =~ job\ local-[0-9]+_1\ \(array\ index\ 1\ of\ an\ array\ of\ 2\ task\(s\)\):\ line\ index\ 4\ of\ 5, ]]
+  [[ $output != *"of 5 task(s))"* ]]
+  # Resource blocks: lines 0 and 2 one array (indices 0,2), line 1 another (index 1).
+  printf '%s\n' "$(head -1 "$PROJECT/experiment_configurations.txt")" '#hpc: --cpus 2' \
+    "$(head -1 "$PROJECT/experiment_configurations.txt")" '#hpc:' \
+    "$(head -1 "$PROJECT/experiment_configurations.txt")" >"$PROJECT/experiment_configurations.txt"
+  run --separate-stderr submitter --local
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ $output == *"line=1 of=3 task=1 count=1 min=1 max=1"* ]]
+  [[ $output == *"line=2 of=3 task=2 count=2 min=0 max=2"* ]]
+  [[ $output == *"_2 (array index 2 of an array of 2 task(s)): line index 2 of 3,"* ]]
+  [ "$(sbatch_calls)" -eq 0 ]
+  no_local_leftovers
+}
+
+@test "--local in a git project: the log names no code record, which only a submission writes" {
+  git -C "$PROJECT" init -q
+  git -C "$PROJECT" add -A
+  git -C "$PROJECT" -c user.email=t@t -c user.name=t commit -qm init
+  echo 'echo ran' >"$PROJECT/experiment_configurations.txt"
+  run --separate-stderr submitter --local
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ $output == *"code: git commit "*", run from $PROJECT"* ]]
+  [[ $output != *"(record: "* ]]
+  # A submission writes its record, and its job's log names it (tests/integration/code_record.bats).
+}
+
 @test "--local -d script --procs-per-node 3: the srun stand-in starts 3 ranks here" {
   printf '%s\n' 'echo "rank $RANK of $WORLD_SIZE local $LOCAL_RANK master $MASTER_ADDR"' \
     >"$PROJECT/experiment_configurations.txt"

@@ -69,13 +69,13 @@ hpc_task_dirs() {
 
 # hpc_num_tasks: HPC_NUM_TASKS, the submission's number of lines (tasks), which
 # HPC_TASK_INDEX counts in: the same in every array of a submission (split at
-# MaxArraySize, resource blocks, a --rerun of some lines), unlike SLURM_ARRAY_TASK_COUNT,
-# which counts this array's tasks only. 1 for a job that is not an array.
+# MaxArraySize, resource blocks, a --rerun of some lines, an --interactive session), unlike
+# SLURM_ARRAY_TASK_COUNT, which counts this array's tasks only.
 hpc_num_tasks() {
-  local n=1
+  local n
   if [[ -n ${HPC_PACK:-} ]]; then
     n=$HPC_PACK_TOTAL
-  elif [[ -n ${SLURM_ARRAY_TASK_ID:-} ]]; then
+  else
     # One command per line; an unreadable file is hpc_read_task_command's to report.
     n=$(wc -l <"$HPC_COMMANDS_FILE" 2>/dev/null) || n=""
     n=${n//[[:space:]]/}
@@ -225,7 +225,8 @@ hpc_run_command() {
 # scratch folder) run when the shell exits.
 hpc_interactive_begin() {
   export HPC_TASK_INDEX=$((${HPC_TASK_OFFSET:-0} + ${HPC_INTERACTIVE_TASK:-0}))
-  export HPC_NUM_TASKS=1 HPC_RESTART_COUNT=0
+  export HPC_RESTART_COUNT=0
+  hpc_num_tasks
   hpc_task_dirs
   export OMP_NUM_THREADS=${OMP_NUM_THREADS:-${SLURM_CPUS_PER_TASK:-$HPC_CPUS_PER_TASK}}
   # srun inside the session: the allocation's CPUs per task, not the shell step's.

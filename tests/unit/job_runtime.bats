@@ -52,3 +52,28 @@ job() {
   [ "$status" -eq 1 ] || { echo "$output"; return 1; }
   grep -q '^export HPC_DEVICES_PER_NODE=' "$REPO_ROOT/tests/unit/golden/lightning_2x2.sbatch"
 }
+
+@test "HPC_NUM_TASKS is the submission's number of lines: a task of a smaller array (a rerun, a split), an --interactive session, a single job" {
+  printf 'echo %s\n' 0 1 2 3 4 >"$HPC_COMMANDS_FILE"
+  # Array index 3 of a rerun of 2 tasks: line 3 of 5.
+  SLURM_ARRAY_JOB_ID=4240 SLURM_ARRAY_TASK_ID=3 SLURM_ARRAY_TASK_COUNT=2 \
+    job 'echo "index=$HPC_TASK_INDEX of=$HPC_NUM_TASKS"'
+  [ "$status" -eq 0 ]
+  [[ $output == *"index=3 of=5"* ]]
+  [[ $output == *"job 4240_3 (Slurm job 4242, array index 3 of an array of 2 task(s)): line index 3 of 5, attempt 1"* ]]
+  # The second array of a split: index 0 runs line 4.
+  HPC_TASK_OFFSET=4 SLURM_ARRAY_JOB_ID=4242 SLURM_ARRAY_TASK_ID=0 SLURM_ARRAY_TASK_COUNT=1 \
+    job 'echo "index=$HPC_TASK_INDEX of=$HPC_NUM_TASKS"'
+  [[ $output == *"index=4 of=5"* ]]
+  [[ $output == *"job 4242_0 (array index 0 of an array of 1 task(s)): line index 4 of 5, attempt 1"* ]]
+  # An --interactive session of task 2.
+  HPC_INTERACTIVE_TASK=2 HPC_VENV=none SLURM_TMPDIR=$BATS_TEST_TMPDIR/tmp HPC_LAUNCHER=none \
+    run_job_side hpc_interactive_begin 'echo "index=$HPC_TASK_INDEX of=$HPC_NUM_TASKS"'
+  echo "$output $stderr"
+  [[ $output == *"index=2 of=5"* ]]
+  # A single job: its one line.
+  echo 'echo only' >"$HPC_COMMANDS_FILE"
+  job 'echo "index=$HPC_TASK_INDEX of=$HPC_NUM_TASKS"'
+  [[ $output == *"index=0 of=1"* ]]
+  [[ $output == *"job 4242, attempt 1"* ]]
+}

@@ -306,7 +306,8 @@ def _find_line(group: Group, line: int, packings: _Packings) -> tuple[Task, Path
 def logs(
     target: Annotated[str, typer.Argument(help="JOB, JOB_TASK or EXP.")],
     task_no: Annotated[
-        int | None, typer.Option("--task", min=0, help="Task N of the submission (line N+1).")
+        int | None,
+        typer.Option("--task", min=0, help="Task N of the submission (line N+1; packed: job N)."),
     ] = None,
     line_no: Annotated[
         int | None,

@@ -19,6 +19,7 @@ from hpc_toolkit import __version__
 from hpc_toolkit.console import ScratchOpt, command_app, die, render_table, warn
 from hpc_toolkit.jobenv import JobEnv, JobEnvError
 from hpc_toolkit.packing import Packing, packing_of
+from hpc_toolkit.rerun import compress
 from hpc_toolkit.slurm import (
     FINISHED,
     TaskQuery,
@@ -290,16 +291,16 @@ def _line_header(packing: Packing, task: Task, line: int) -> str:
 def _find_line(group: Group, line: int, packings: _Packings) -> tuple[Task, Path]:
     """The task that runs line `line` and the line's log (a packed job's line log, else
     the log of the task that runs it: task I runs line I)."""
-    total = 0
+    known: list[int] = []
     for t in tasks_of(group, TaskQuery()):
         if t.number is None:
             continue
         packing = packings.of(t.job)
         lines = packing.lines_of(t.number) if packing else range(t.number, t.number + 1)
-        total = max(total, lines[-1] + 1 if lines else 0)
+        known.extend(lines)
         if line in lines:
             return t, (packing.line_log(t.job.job_id, line) if packing else t.log(packings.scratch))
-    die(f"no line {line} in submission {group.submission_id}: its lines are 0-{total - 1}", 2)
+    die(f"no line {line} in submission {group.submission_id}: its lines are {compress(known)}", 2)
 
 
 @app.command()

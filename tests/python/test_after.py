@@ -209,3 +209,20 @@ def test_logs_failed_of_a_packed_submission_shows_the_failed_lines(
         "lines that did not complete: 4 (never started)",
         "job 2 end",
     ]
+
+
+def test_logs_line_not_in_a_rerun_names_the_lines_it_ran(runner: CliRunner, scratch: Path) -> None:
+    # A rerun of tasks 1 and 3 of a 5-line array (array indices kept: --array=1,3).
+    jobs = scratch / "hpc_outputs" / "jobs"
+    (jobs / "sp-2-rerun.sbatch").write_text('#!/bin/bash\n#SBATCH --array="1,3"\n')
+    with open(jobs / "submissions.tsv", "a") as fh:
+        fh.write(
+            f"2026-11-24T11:00:00+0000\t600\tsp\t2\t{jobs}/sp-2-rerun.sbatch\tsp-2\tjob\t0\t"
+            f"{scratch}/hpc_outputs/sp-%A_%a.out\tsp-1\n"
+        )
+    (scratch / "hpc_outputs" / "sp-600_3.out").write_text("three again\n")
+    args = ["--scratch-dir", str(scratch)]
+    assert runner.invoke(app, ["logs", "600", "--line", "3", *args]).stdout == "three again\n"
+    bad = runner.invoke(app, ["logs", "600", "--line", "2", *args])
+    assert bad.exit_code == 2
+    assert "no line 2 in submission sp-2: its lines are 1,3" in bad.stderr

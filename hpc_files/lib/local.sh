@@ -83,11 +83,10 @@ _hpc_local_task() {
   if hpc_plan_is_array; then
     # The task's own array (its chunk: a split at MaxArraySize, a resource block) as Slurm
     # numbers it: its indices less HPC_TASK_OFFSET, which its script adds back.
-    local spec
+    local spec count
     hpc_plan_ranges_shift_to spec "${f[0]}" "${f[1]}"
-    export SLURM_ARRAY_JOB_ID=local-$$ SLURM_ARRAY_TASK_ID=$((i - f[1]))
-    SLURM_ARRAY_TASK_COUNT=$(hpc_plan_ranges_count "${f[0]}")
-    export SLURM_ARRAY_TASK_COUNT
+    hpc_plan_ranges_count_to count "${f[0]}"
+    export SLURM_ARRAY_JOB_ID=local-$$ SLURM_ARRAY_TASK_ID=$((i - f[1])) SLURM_ARRAY_TASK_COUNT=$count
     export SLURM_ARRAY_TASK_MIN=${spec%%[-,]*} SLURM_ARRAY_TASK_MAX=${spec##*[-,]}
   fi
   export PATH=$4:$PATH

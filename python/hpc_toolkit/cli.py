@@ -252,7 +252,8 @@ class _Packings:
     def of(self, job: SlurmJob) -> Packing | None:
         if job.job_id not in self.seen:
             packing = None
-            if job.kind == "job" and job.script_path.name:
+            # Only a regular file: the ledger can be edited (a fifo or a device would hang).
+            if job.kind == "job" and job.script_path.name and job.script_path.is_file():
                 try:
                     exports = read_script(job.script_path).exports
                 except OSError:

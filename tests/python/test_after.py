@@ -4,6 +4,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -226,3 +229,21 @@ def test_logs_line_not_in_a_rerun_names_the_lines_it_ran(runner: CliRunner, scra
     bad = runner.invoke(app, ["logs", "600", "--line", "2", *args])
     assert bad.exit_code == 2
     assert "no line 2 in submission sp-2: its lines are 1,3" in bad.stderr
+
+
+def test_logs_reads_no_script_that_is_not_a_file(tmp_path: Path, scratch: Path) -> None:
+    # An edited ledger naming a fifo as a job's script: hpc logs must not block on it.
+    fifo = tmp_path / "fifo.sbatch"
+    os.mkfifo(fifo)
+    with open(scratch / "hpc_outputs" / "jobs" / "submissions.tsv", "a") as fh:
+        fh.write(
+            f"2026-11-24T12:00:00+0000\t900\tff\t1\t{fifo}\tff-1\tjob\t0\t{scratch}/hpc_outputs/ff-%j.out\n"
+        )
+    (scratch / "hpc_outputs" / "ff-900.out").write_text("plain\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "hpc_toolkit", "logs", "900", "--scratch-dir", str(scratch)],
+        capture_output=True, text=True, timeout=60,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2] / "python")},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "plain\n"

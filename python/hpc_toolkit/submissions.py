@@ -101,7 +101,10 @@ class Group:
 
 def _script_indices(j: SlurmJob) -> range | list[int]:
     # A split array's indices need not start at 0 (a subset, --resume-sweep): the batch
-    # script's #SBATCH --array line says which. Plain arrays are 0..n-1.
+    # script's #SBATCH --array line says which. Plain arrays are 0..n-1. Only a regular
+    # file is read: the ledger can be edited (a fifo would hang the reader).
+    if not j.script_path.is_file():
+        return range(j.num_tasks)
     try:
         with open(j.script_path, encoding="utf-8", errors="replace") as fh:
             for line in fh:

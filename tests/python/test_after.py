@@ -239,6 +239,10 @@ def test_logs_reads_no_script_that_is_not_a_file(tmp_path: Path, scratch: Path) 
         fh.write(
             f"2026-11-24T12:00:00+0000\t900\tff\t1\t{fifo}\tff-1\tjob\t0\t{scratch}/hpc_outputs/ff-%j.out\n"
         )
+        fh.write(
+            f"2026-11-24T12:00:00+0000\t901\tfa\t2\t{fifo}\tfa-1\tjob\t0\t{scratch}/hpc_outputs/fa-%A_%a.out\n"
+        )
+    (scratch / "hpc_outputs" / "fa-901_1.out").write_text("second\n")
     (scratch / "hpc_outputs" / "ff-900.out").write_text("plain\n")
     done = subprocess.run(
         [sys.executable, "-m", "hpc_toolkit", "logs", "900", "--scratch-dir", str(scratch)],
@@ -247,3 +251,10 @@ def test_logs_reads_no_script_that_is_not_a_file(tmp_path: Path, scratch: Path) 
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout == "plain\n"
+    done = subprocess.run(
+        [sys.executable, "-m", "hpc_toolkit", "logs", "fa", "--task", "1", "--scratch-dir", str(scratch)],
+        capture_output=True, text=True, timeout=60,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2] / "python")},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "second\n"

@@ -345,10 +345,20 @@ def logs(
         return
     if line_no is not None:
         task, path = _find_line(group, line_no, packings)
+        packing = packings.of(task.job)
+        done_by = packing.outcome(line_no) if packing is not None else None
+        if done_by is not None and (not done_by.completed or done_by.job == task.slurm_id):
+            done_by = None
+        if done_by is not None and not path.exists():
+            # A packed --rerun does not run again a line that was done: nothing to wait for.
+            warn(
+                f"line {line_no} was done by {done_by.job}, so {task.slurm_id} does not run it "
+                f"again: hpc logs {done_by.job.split('_')[0]} --line {line_no}"
+            )
+            return
         if follow:
             _follow(task, path)
             return
-        packing = packings.of(task.job)
         if packing is not None and not path.exists():
             warn(
                 f"line {line_no} (task {task.number}, {task.slurm_id}) has no log: "

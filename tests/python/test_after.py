@@ -258,3 +258,26 @@ def test_logs_reads_no_script_that_is_not_a_file(tmp_path: Path, scratch: Path) 
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout == "second\n"
+
+
+def test_logs_line_of_a_packed_rerun_that_does_not_run_it(runner: CliRunner, packed: Path) -> None:
+    # Job 710 reruns task 0 (lines 0-1): line 0 was done by 700_0, so 710_0 skips it; -f
+    # must not wait for a log that will never come.
+    jobs = packed / "hpc_outputs" / "jobs"
+    text = (jobs / "pk-1.sbatch").read_text().replace('--array="0-2"', '--array="0"')
+    (jobs / "pk-2-rerun.sbatch").write_text(text)
+    with open(jobs / "submissions.tsv", "a") as fh:
+        fh.write(
+            f"2026-11-24T11:00:00+0000\t710\tpk\t1\t{jobs}/pk-2-rerun.sbatch\tpk-2\tjob\t0\t"
+            f"{packed}/hpc_outputs/pk-%A_%a.out\tpk-1\n"
+        )
+    for follow in ([], ["-f"]):
+        result = runner.invoke(
+            app, ["logs", "710", "--line", "0", *follow, "--scratch-dir", str(packed)]
+        )
+        assert result.exit_code == 0, result.stderr
+        assert result.stdout == ""
+        assert (
+            "line 0 was done by 700_0, so 710_0 does not run it again: hpc logs 700 --line 0"
+            in result.stderr
+        )

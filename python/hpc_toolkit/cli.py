@@ -279,6 +279,8 @@ def _line_completed(packing: Packing, task: Task, line: int) -> bool:
 
 
 def _span(lines: range) -> str:
+    if not lines:  # a task number past the last line (an edited ledger)
+        return "none"
     return str(lines[0]) if len(lines) == 1 else f"{lines[0]}-{lines[-1]}"
 
 
@@ -365,7 +367,7 @@ def logs(
                 f"{_line_note(packing, task, line_no)} (`hpc status {task.slurm_id}`)"
             )
             return
-        _show_whole([(task, path)], scratch)
+        _show_whole([(task, path)])
         return
     if follow:
         task = _pick_one(group, task_id, task_no, TaskQuery())
@@ -377,7 +379,7 @@ def logs(
         else [t for t in tasks_of(group, TaskQuery()) if t.number is not None]
     )
     if not any(packings.of(t.job) for t in chosen):
-        _show_whole([(t, t.log(scratch)) for t in chosen], scratch)
+        _show_whole([(t, t.log(scratch)) for t in chosen])
         return
     for t in chosen:
         packing = packings.of(t.job)
@@ -393,7 +395,7 @@ def logs(
                 _print_whole(path, t)
 
 
-def _show_whole(chosen: list[tuple[Task, Path]], scratch: Path) -> None:
+def _show_whole(chosen: list[tuple[Task, Path]]) -> None:
     for t, path in chosen:
         if len(chosen) > 1:
             typer.echo(f"==> task {t.number} ({t.slurm_id}): {path} <==")

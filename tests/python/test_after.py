@@ -281,3 +281,12 @@ def test_logs_line_of_a_packed_rerun_that_does_not_run_it(runner: CliRunner, pac
             "line 0 was done by 700_0, so 710_0 does not run it again: hpc logs 700 --line 0"
             in result.stderr
         )
+
+
+def test_logs_of_a_packed_ledger_line_edited_to_more_tasks(runner: CliRunner, packed: Path) -> None:
+    # 4 tasks where the script packs 5 lines into 3 jobs: task 3 has no lines; no traceback.
+    ledger = packed / "hpc_outputs" / "jobs" / "submissions.tsv"
+    ledger.write_text(ledger.read_text().replace("\tpk\t3\t", "\tpk\t4\t"))
+    result = runner.invoke(app, ["logs", "pk", "--scratch-dir", str(packed)])
+    assert result.exit_code == 0, result.stderr
+    assert "==> task 3 (700_3), packed lines none: " in result.stdout

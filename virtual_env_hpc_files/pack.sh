@@ -176,7 +176,7 @@ _hpc_pack_start() {
   (
     trap ':' USR1 USR2 TERM INT QUIT HUP
     exec >>"$log" 2>&1
-    hpc_log "job ${SLURM_JOB_ID:-?}, attempt $((HPC_RESTART_COUNT + 1)), line $i (slot $s: $what): $cmd"
+    hpc_log "job $HPC_PACK_TARGET, attempt $((HPC_RESTART_COUNT + 1)), line $i (slot $s: $what): $cmd"
     # The line's own variables, exported here (no env process per line; as NAME=VALUE
     # words: they change only this subshell's copies).
     local vars=("HPC_TASK_INDEX=$i" "HPC_CHECKPOINT_DIR=$ck" "HPC_PACK_SLOT=$s" "HPC_PACK_LOG=$log")

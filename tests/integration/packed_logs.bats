@@ -66,6 +66,8 @@ hpc() {
   [ "$status" -eq 0 ]
   [[ $output == *"line 1 runs as index 1"*"line 1 breaks"* ]]
   [[ $output != *"line 0 runs"* ]]
+  # The line's log names its job as hpc status does (ARRAYID_TASK), not by its own job id.
+  [[ $(head -1 <<<"$output") == "[hpc "*"] job ${id}_0, attempt 1, line 1 (slot "* ]]
 
   run --separate-stderr hpc logs pl --failed -n 2
   echo "$output"

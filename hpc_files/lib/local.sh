@@ -189,7 +189,11 @@ _hpc_interactive_session() {
     printf '# The shell of an --interactive session (job_submitter.sh): the job'"'"'s environment.\n'
     printf '[[ ! -r ~/.bashrc ]] || source ~/.bashrc\n'
     hpc_plan_exports "$HPC_PLAN_CHUNK" "$rc_file"
-    _export HPC_INTERACTIVE_TASK "${J_DEBUG_TASKS[0]}"
+    # The task's index in its array (its chunk), as SLURM_ARRAY_TASK_ID would be: the job
+    # side adds the chunk's HPC_TASK_OFFSET back (split at MaxArraySize).
+    local -a f
+    hpc_plan_chunk_to f "$HPC_PLAN_CHUNK"
+    _export HPC_INTERACTIVE_TASK "$((J_DEBUG_TASKS[0] - f[1]))"
     [[ -z $OPT_PORT ]] || _export HPC_INTERACTIVE_PORT "$((10#$OPT_PORT))"
     _export HPC_LOGIN_HOST "${USER:-$(id -un)}@$login"
     _export HPC_PREEMPT_WATCH no

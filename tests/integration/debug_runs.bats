@@ -117,6 +117,19 @@ EOF2
   wait_queue_empty run2
 }
 
+@test "--interactive --task 2 of lines split at MaxArraySize 2 (the second array, HPC_TASK_OFFSET 2): the session is line 3's" {
+  printf '%s\n' 'echo zero' 'echo one' 'echo two' >"$PROJECT/experiment_configurations.txt"
+  HPC_MAX_ARRAY_SIZE=2 in_session --task 2 --exp-name split --time 5 <<'EOF2'
+echo "TASK=$HPC_TASK_INDEX OF=$HPC_NUM_TASKS CMD=$HPC_COMMAND"
+exit
+EOF2
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ $output == *"TASK=2 OF=3 CMD=echo two"* ]]
+  [[ $output == *$'The command of task 2 (line 3 of '*$'\n    echo two'* ]]
+  wait_queue_empty split
+}
+
 @test "--interactive on 2 nodes without Slurm's SLURM_TMPDIR: --data on both nodes, hpc_run_command's ranks on both, folders removed at exit" {
   printf '%s\n' 'echo "RANK $RANK of $WORLD_SIZE on $SLURMD_NODENAME: $(cat "$SLURM_TMPDIR/ds/sub/a.txt")"' \
     >"$PROJECT/experiment_configurations.txt"

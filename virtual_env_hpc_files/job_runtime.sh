@@ -75,8 +75,11 @@ hpc_num_tasks() {
   local n
   if [[ -n ${HPC_PACK:-} ]]; then
     n=$HPC_PACK_TOTAL
+  elif [[ ${HPC_NUM_LINES:-} =~ ^[0-9]+$ ]]; then
+    n=$HPC_NUM_LINES # the plan's (plan.sh)
   else
-    # One command per line; an unreadable file is hpc_read_task_command's to report.
+    # A script kept from an older toolkit: one command per line; an unreadable file is
+    # hpc_read_task_command's to report.
     n=$(wc -l <"$HPC_COMMANDS_FILE" 2>/dev/null) || n=""
     n=${n//[[:space:]]/}
     [[ $n =~ ^[0-9]+$ ]] || n=${SLURM_ARRAY_TASK_COUNT:-1}

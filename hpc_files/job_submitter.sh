@@ -118,10 +118,10 @@ prepare() {
     return 0
   fi
   # The W&B key leaves the environment before any command could pass it on (wandb_key.sh);
-  # then Slurm's version and partitions are asked in the background: the checks read them.
+  # then Slurm's version and the partition are asked in the background: the checks read them.
   ((OPT_LOCAL)) || hpc_wandb_key_settle
-  ((OPT_DRY_RUN || OPT_LOCAL)) || hpc_cluster_ask_start
   hpc_settle_job
+  ((OPT_DRY_RUN || OPT_LOCAL)) || hpc_cluster_ask_start
   hpc_plan_settle_job_side
   hpc_sweep_validate # a sweep makes its own commands (hpc_sweep_stage)
   if ! hpc_sweep_requested; then

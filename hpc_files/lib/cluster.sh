@@ -34,39 +34,39 @@ hpc_cluster_version() {
 }
 
 # hpc_cluster_ask_start: ask Slurm now, in the background, what the checks will need:
-# `sbatch --version` (sbatch.sh) and every partition (`scontrol show partition -o`); the
-# answers wait in pipes while the submission reads its configs (each of the two takes a
-# few ms, mostly loading Slurm's library).
+# `sbatch --version` (sbatch.sh) and the job's partition (`scontrol show partition -o
+# NAME`, or every partition for the default one); the answers wait in pipes while the
+# submission reads its configs (each takes a few ms, mostly loading Slurm's library).
 hpc_cluster_ask_start() {
   hpc_sbatch_version_start
   [[ -z ${HPC_PARTITIONS_FD:-} ]] && command -v scontrol >/dev/null || return 0
-  exec {HPC_PARTITIONS_FD}< <(scontrol show partition -o 2>/dev/null)
+  HPC_PARTITIONS_KEY=${J_PARTITION:-<default>}
+  exec {HPC_PARTITIONS_FD}< <(scontrol show partition -o ${J_PARTITION:+"$J_PARTITION"} 2>/dev/null)
 }
 
-# _hpc_partitions_read: HPC_PARTITION_INFO from hpc_cluster_ask_start's answer: each
-# partition's line by its name, the default one also as "<default>".
+# _hpc_partitions_read: HPC_PARTITION_INFO[HPC_PARTITIONS_KEY] from hpc_cluster_ask_start's
+# answer: the partition's line, or the default partition's ("" when none).
 _hpc_partitions_read() {
-  local line name
+  local line info=""
   while IFS= read -r -u "$HPC_PARTITIONS_FD" line; do
-    [[ $line =~ ^PartitionName=([^ ]+) ]] || continue
-    name=${BASH_REMATCH[1]}
-    HPC_PARTITION_INFO[$name]=$line
-    [[ $line != *" Default=YES "* || -v HPC_PARTITION_INFO["<default>"] ]] || HPC_PARTITION_INFO["<default>"]=$line
+    [[ $line == PartitionName=* ]] || continue
+    if [[ $HPC_PARTITIONS_KEY != "<default>" || $line == *" Default=YES "* ]]; then
+      info=$line
+      break
+    fi
   done
   exec {HPC_PARTITIONS_FD}<&-
   HPC_PARTITIONS_FD=""
-  [[ -v HPC_PARTITION_INFO["<default>"] ]] || HPC_PARTITION_INFO["<default>"]=""
+  HPC_PARTITION_INFO[$HPC_PARTITIONS_KEY]=$info
 }
 
 # _hpc_partition_info_to VAR: `scontrol show partition -o` of the job's partition (its
-# default when none was given); "" when Slurm does not answer or has no such partition.
-# Asked once (hpc_cluster_ask_start) or once per partition (resource blocks check each
-# block's job: blocks.sh).
+# default when none was given); "" when Slurm does not answer. Asked once per partition
+# (hpc_cluster_ask_start asks the first; resource blocks check each block's job: blocks.sh).
 _hpc_partition_info_to() {
   local -n _info=$1
   local line key=${J_PARTITION:-<default>}
   declare -gA HPC_PARTITION_INFO # (no value given: what it holds is kept)
-  # (A partition the list lacks, a hidden one say, is asked for by name below.)
   [[ -z ${HPC_PARTITIONS_FD:-} ]] || _hpc_partitions_read
   if [[ -v HPC_PARTITION_INFO[$key] ]]; then
     _info=${HPC_PARTITION_INFO[$key]}

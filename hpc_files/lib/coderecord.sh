@@ -11,9 +11,10 @@
 hpc_code_settle() {
   J_GIT_COMMIT="" J_GIT_BRANCH="" J_SNAPSHOT_DIR="" J_SNAPSHOT_TREE=""
   local out
-  # One git process: HEAD's commit and its branch ("HEAD" when detached); it fails outside
-  # a repository and in one with no commit yet.
-  if command -v git >/dev/null &&
+  # One git process, and only for a project in a repository (a .git in it or a folder
+  # above, or GIT_DIR set): HEAD's commit and its branch ("HEAD" when detached); it fails
+  # in a repository with no commit yet.
+  if _hpc_code_in_repo "$J_SOURCE_DIR" && command -v git >/dev/null &&
     out=$(git -C "$J_SOURCE_DIR" rev-parse HEAD --abbrev-ref HEAD 2>/dev/null) &&
     [[ $out =~ ^([0-9a-f]{40,64})$'\n'(.+)$ ]]; then
     J_GIT_COMMIT=${BASH_REMATCH[1]} J_GIT_BRANCH=${BASH_REMATCH[2]}
@@ -24,6 +25,19 @@ hpc_code_settle() {
       die_usage "--snapshot copies the project's git-tracked files, but $J_SOURCE_DIR is not in a git repository with a commit (git init && git add -A && git commit), or git is missing: drop --snapshot"
     # Said in the job's log (job_runtime.sh), not here: a submission outside git is normal.
   fi
+}
+
+# _hpc_code_in_repo DIR: DIR may be in a git repository: GIT_DIR is set, or DIR or a folder
+# above it holds .git (a folder, or a file: a worktree, a submodule). Builtins only.
+_hpc_code_in_repo() {
+  local d=$1
+  [[ -z ${GIT_DIR:-} ]] || return 0
+  while :; do
+    [[ ! -e $d/.git ]] || return 0
+    [[ $d == */* && -n ${d%/*} ]] || break
+    d=${d%/*}
+  done
+  [[ -e /.git ]]
 }
 
 # hpc_code_plan_snapshot: with --snapshot, the folder the job runs from (J_SOURCE_DIR):

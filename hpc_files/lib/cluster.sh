@@ -40,11 +40,17 @@ hpc_cluster_version() {
 hpc_cluster_ask_start() {
   hpc_sbatch_version_start
   [[ -z ${HPC_PARTITIONS_FD:-} ]] && command -v scontrol >/dev/null || return 0
+  _hpc_partitions_ask
+}
+
+# _hpc_partitions_ask: `scontrol show partition -o` of J_PARTITION (every partition when
+# none: the default is among them) into a pipe, read by _hpc_partitions_read.
+_hpc_partitions_ask() {
   HPC_PARTITIONS_KEY=${J_PARTITION:-<default>}
   exec {HPC_PARTITIONS_FD}< <(scontrol show partition -o ${J_PARTITION:+"$J_PARTITION"} 2>/dev/null)
 }
 
-# _hpc_partitions_read: HPC_PARTITION_INFO[HPC_PARTITIONS_KEY] from hpc_cluster_ask_start's
+# _hpc_partitions_read: HPC_PARTITION_INFO[HPC_PARTITIONS_KEY] from _hpc_partitions_ask's
 # answer: the partition's line, or the default partition's ("" when none).
 _hpc_partitions_read() {
   local line info=""
@@ -65,22 +71,14 @@ _hpc_partitions_read() {
 # (hpc_cluster_ask_start asks the first; resource blocks check each block's job: blocks.sh).
 _hpc_partition_info_to() {
   local -n _info=$1
-  local line key=${J_PARTITION:-<default>}
+  local key=${J_PARTITION:-<default>}
   declare -gA HPC_PARTITION_INFO # (no value given: what it holds is kept)
   [[ -z ${HPC_PARTITIONS_FD:-} ]] || _hpc_partitions_read
-  if [[ -v HPC_PARTITION_INFO[$key] ]]; then
-    _info=${HPC_PARTITION_INFO[$key]}
-    return 0
+  if [[ ! -v HPC_PARTITION_INFO[$key] ]]; then
+    _hpc_partitions_ask
+    _hpc_partitions_read
   fi
-  _info=""
-  if [[ -n ${J_PARTITION:-} ]]; then
-    _info=$(scontrol show partition -o "$J_PARTITION" 2>/dev/null) || _info=""
-  else
-    while IFS= read -r line; do
-      [[ $line != *" Default=YES "* ]] || { _info=$line; break; }
-    done < <(scontrol show partition -o 2>/dev/null)
-  fi
-  HPC_PARTITION_INFO[$key]=$_info
+  _info=${HPC_PARTITION_INFO[$key]}
 }
 
 # _hpc_field_to VAR LINE NAME: the value of NAME=VALUE in a `scontrol -o` line.

@@ -58,6 +58,24 @@ integration_setup() {
   cp "$REPO_ROOT/tests/helpers/argv_dump.py" "$PROJECT/argv_dump.py"
 }
 
+# submitted_ids: the job ids the last submission printed ($output), in order.
+submitted_ids() {
+  sed -n 's/^Submitted batch job \([0-9]*\).*/\1/p' <<<"$output"
+}
+
+# failing_lines N FAILING...: a configs file of N lines "bash line.sh I" (the test writes
+# line.sh, which fails unless $SCRATCH/fixed.I exists); the FAILING ones fail until fixed.
+failing_lines() {
+  local n=$1 i
+  shift
+  : >"$PROJECT/experiment_configurations.txt"
+  for ((i = 0; i < n; i++)); do
+    echo "bash line.sh $i" >>"$PROJECT/experiment_configurations.txt"
+    touch "$SCRATCH/fixed.$i"
+  done
+  for i; do rm -f "$SCRATCH/fixed.$i"; done
+}
+
 # submit ARGS...: job_submitter.sh through the project; sets JOB_ID (fails if none).
 submit() {
   run --separate-stderr submitter "$@"
@@ -65,7 +83,7 @@ submit() {
     echo "submission failed ($status): $stderr" >&2
     return 1
   fi
-  JOB_ID=$(sed -n 's/^Submitted batch job \([0-9]*\).*/\1/p' <<<"$output" | tail -1)
+  JOB_ID=$(submitted_ids | tail -1)
   [[ -n $JOB_ID ]] || { echo "no job id in: $output" >&2; return 1; }
   # An array: how many task rows sacct must show before the job counts as recorded.
   JOB_TASKS=$(sed -n 's/^Submitted batch job [0-9]* (array of \([0-9]*\) task.*/\1/p' <<<"$output" | tail -1)

@@ -14,22 +14,6 @@ setup() {
   echo 'echo "seen index=$HPC_TASK_INDEX of=$HPC_NUM_TASKS"; test -e "$SCRATCH/fixed.$1"' >"$PROJECT/line.sh"
 }
 
-# lines N FAILING...: a configs file of N lines; the FAILING ones fail until fixed.
-lines() {
-  local n=$1 i
-  shift
-  : >"$PROJECT/experiment_configurations.txt"
-  for ((i = 0; i < n; i++)); do
-    echo "bash line.sh $i" >>"$PROJECT/experiment_configurations.txt"
-    touch "$SCRATCH/fixed.$i"
-  done
-  for i; do rm -f "$SCRATCH/fixed.$i"; done
-}
-
-ids() {
-  sed -n 's/^Submitted batch job \([0-9]*\).*/\1/p' <<<"$output"
-}
-
 # header EXP JOB INDEX: the first line of array task JOB_INDEX's log, without its prefix.
 header() {
   local log
@@ -38,7 +22,7 @@ header() {
 }
 
 @test "a rerun's task: its array index of the rerun's tasks, its line of the submission's" {
-  lines 5 1 3
+  failing_lines 5 1 3
   submit -e rr --time 5
   local first=$JOB_ID
   wait_job "$first" 120 5
@@ -57,14 +41,14 @@ header() {
 }
 
 @test "resource blocks and a split array: each task's header names its own array and its line of the whole file" {
-  lines 4
+  failing_lines 4
   # Lines 0 and 3: the command line's options (one array, indices 0,3); 1 and 2: --cpus 2.
   sed -i '2i #hpc: --cpus 2' "$PROJECT/experiment_configurations.txt"
   sed -i '5i #hpc:' "$PROJECT/experiment_configurations.txt"
   cat "$PROJECT/experiment_configurations.txt"
   submit -e bl --time 5
   local -a parts
-  mapfile -t parts < <(ids)
+  mapfile -t parts < <(submitted_ids)
   [ "${#parts[@]}" -eq 2 ]
   wait_job "${parts[0]}" 120 2
   wait_job "${parts[1]}" 120 2
@@ -78,9 +62,9 @@ header() {
   grep -qx 'seen index=2 of=4' "$(job_log "${parts[1]}" bl 2)"
 
   # Split at MaxArraySize 2: the second array's index 0 runs line index 2.
-  lines 3
+  failing_lines 3
   HPC_MAX_ARRAY_SIZE=2 submit -e sp --time 5
-  mapfile -t parts < <(ids)
+  mapfile -t parts < <(submitted_ids)
   [ "${#parts[@]}" -eq 2 ]
   wait_job "${parts[1]}" 120 1
   h=$(header sp "${parts[1]}" 0)
@@ -90,7 +74,7 @@ header() {
 }
 
 @test "a packed job's header names the lines it runs; each line sees the submission's number of lines" {
-  lines 3
+  failing_lines 3
   submit -e pk --time 5 --pack 2 --cpus 2
   wait_job "$JOB_ID" 120 2
   local h

@@ -23,25 +23,8 @@ hpc() {
   (cd "$PROJECT" && "$REPO_ROOT/.venv/bin/hpc" "$@")
 }
 
-# lines N FAILING...: a configs file of N lines; the FAILING ones fail until fixed.
-lines() {
-  local n=$1 i
-  shift
-  : >"$PROJECT/experiment_configurations.txt"
-  for ((i = 0; i < n; i++)); do
-    echo "bash line.sh $i" >>"$PROJECT/experiment_configurations.txt"
-    touch "$SCRATCH/fixed.$i"
-  done
-  for i; do rm -f "$SCRATCH/fixed.$i"; done
-}
-
-# ids: the job ids the last `submit` printed, in order.
-ids() {
-  sed -n 's/^Submitted batch job \([0-9]*\).*/\1/p' <<<"$output"
-}
-
 @test "two failures of six: exactly those two lines again, with their indices, logs and results folders" {
-  lines 5 1 3
+  failing_lines 5 1 3
   # Line 5 is requeued once (by itself), then completes: it counts by its final state.
   # (The end of the first attempt stops the program's sleep: exit 9 keeps it from going on.)
   # shellcheck disable=SC2016
@@ -105,7 +88,7 @@ ids() {
 }
 
 @test "refused while a task of the submission is queued or running: which, and what to do" {
-  lines 3 2
+  failing_lines 3 2
   # Line 0 waits for a file; line 2 fails at once.
   # shellcheck disable=SC2016
   sed -i '1s/.*/while [ ! -e "$SCRATCH\/go" ]; do sleep 0.2; done/' "$PROJECT/experiment_configurations.txt"
@@ -138,10 +121,10 @@ ids() {
 }
 
 @test "a split array (MaxArraySize 2): one rerun array per affected part, offsets kept" {
-  lines 5 1 4
+  failing_lines 5 1 4
   HPC_MAX_ARRAY_SIZE=2 submit -e split --time 5
   local -a parts
-  mapfile -t parts < <(ids)
+  mapfile -t parts < <(submitted_ids)
   [ "${#parts[@]}" -eq 3 ]
   wait_job "${parts[0]}" 120 2
   wait_job "${parts[1]}" 120 2
@@ -153,7 +136,7 @@ ids() {
   [[ $output == *"task 1 (line 2): FAILED (exit 1:0), was ${parts[0]}_1"* ]]
   [[ $output == *"task 4 (line 5): FAILED (exit 1:0), was ${parts[2]}_0"* ]]
   local -a again
-  mapfile -t again < <(ids)
+  mapfile -t again < <(submitted_ids)
   [ "${#again[@]}" -eq 2 ]
   [[ $output == *"Submitted batch job ${again[0]} (array of 1 task(s) as array indices 1)"* ]]
   [[ $output == *"Submitted batch job ${again[1]} (array of 1 task(s) as array indices 0)"* ]]
@@ -206,7 +189,7 @@ EOF
 }
 
 @test "edited kept files and hostile ledger lines: refused with the reason, nothing submitted" {
-  lines 2 1
+  failing_lines 2 1
   local start
   start=$(date +%Y-%m-%dT%H:%M:%S)
   submit -e edit --time 5
@@ -277,7 +260,7 @@ EOF
 }
 
 @test "a packed job (--pack 2): only the failed line of the job runs again, with its index; the done one does not" {
-  lines 5 1
+  failing_lines 5 1
   submit -e pk --time 5 --pack 2 --cpus 2
   local first=$JOB_ID
   wait_job "$first" 120 3

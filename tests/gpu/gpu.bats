@@ -129,14 +129,14 @@ wait_for_line() {
 
 @test "gpu: --gpus one more than the node has is refused; nothing is queued" {
   configs 'python3 gpu_programs/cuda_probe.py'
-  local before
-  before=$(squeue -h | wc -l)
+  local start
+  start=$(date +%Y-%m-%dT%H:%M:%S)
   run --separate-stderr submitter --venv "$GPU_VENV" --gpus $((NGPU + 1)) -e toomany --time 10
   echo "$stderr"
   [ "$status" -ne 0 ]
   [[ $stderr == *"sbatch did not accept the job"* ]]
   [[ $stderr == *"Requested node configuration is not available"* ]]
-  [ "$(squeue -h | wc -l)" -eq "$before" ]
+  [ -z "$(jobs_named toomany "$start")" ]
   report "refused: --gpus $((NGPU + 1)) on a node of $NGPU GPU(s), by sbatch"
 }
 

@@ -63,6 +63,16 @@ submitted_ids() {
   sed -n 's/^Submitted batch job \([0-9]*\).*/\1/p' <<<"$output"
 }
 
+# jobs_named NAME SINCE: the ids of the jobs named NAME (the experiment's name) that are
+# queued or were submitted since SINCE (a date +%Y-%m-%dT%H:%M:%S): empty when none was.
+# Counting the whole queue instead races with other tests' jobs leaving it.
+jobs_named() {
+  {
+    squeue -h -n "$1" -o %i
+    sacct -X -n -P --name "$1" -S "$2" -o JobID
+  } | cut -d_ -f1 | sort -u
+}
+
 # failing_lines N FAILING...: a configs file of N lines "bash line.sh I" (the test writes
 # line.sh, which fails unless $SCRATCH/fixed.I exists); the FAILING ones fail until fixed.
 failing_lines() {

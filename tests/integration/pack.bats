@@ -190,14 +190,14 @@ wait_for_line() {
 
 @test "refusals on the cluster: nothing submitted, nothing written" {
   printf '%s\n' 'bash report.sh 1' 'bash report.sh 1' >"$PROJECT/experiment_configurations.txt"
-  local before
-  before=$(squeue -h -o %i | wc -l)
-  run --separate-stderr submitter --pack 3 --gpus 4 --cluster local
+  local start
+  start=$(date +%Y-%m-%dT%H:%M:%S)
+  run --separate-stderr submitter --pack 3 --gpus 4 -e refused --cluster local
   [ "$status" -eq 2 ]
   [[ $stderr == *"--pack 3 must divide the job's 4 GPU(s) per node"* ]]
-  run --separate-stderr submitter --pack 2 --gpus 2 -N 2 -d lightning --cluster local
+  run --separate-stderr submitter --pack 2 --gpus 2 -N 2 -d lightning -e refused --cluster local
   [ "$status" -eq 2 ]
   [[ $stderr == *"packing is not defined for it"* ]]
-  [ "$(squeue -h -o %i | wc -l)" -eq "$before" ]
+  [ -z "$(jobs_named refused "$start")" ]
   [ ! -e "$SCRATCH/proj" ]
 }

@@ -221,8 +221,9 @@ hpc_plan_exports() {
   _export HPC_TASK_SUBDIRS "$subdirs"
   _export HPC_COMMANDS_FILE "$J_COMMANDS_PATH"
   # Its number of lines, which HPC_TASK_INDEX counts in (job_runtime.sh: HPC_NUM_TASKS;
-  # a packed array's is HPC_PACK_TOTAL: pack.sh).
-  ! hpc_plan_is_array || [[ -n ${J_PACK:-} ]] || _export HPC_NUM_LINES "${#J_COMMANDS[@]}"
+  # a packed job's is HPC_PACK_TOTAL: pack.sh). A plain job's too, so that no job counts
+  # the commands file's lines itself.
+  [[ -n ${J_PACK:-} ]] || _export HPC_NUM_LINES "${#J_COMMANDS[@]}"
   # One of several arrays: its task a runs line HPC_TASK_OFFSET+a+1.
   ((f[1] == 0)) || _export HPC_TASK_OFFSET "${f[1]}"
   _export HPC_JOB_SCRIPT "$script"

@@ -56,13 +56,16 @@ class SlurmRequeue(pl.Callback):
     ) -> None:
         self.dirpath = Path(dirpath) if dirpath is not None else None
         self.signals = signals
-        self._flag = threading.Event()
+        # A plain attribute, never a lock such as threading.Event: a second signal's
+        # handler runs inside the first, and would wait forever on the lock it holds
+        # (requeue.py's docstring).
+        self.requested = False
         self.saved_path: Path | None = None
         self.saved_step: int | None = None
 
     # -- signal: only a flag ------------------------------------------------------------
     def _handle(self, signum: int, frame: FrameType | None) -> None:
-        self._flag.set()
+        self.requested = True
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if threading.current_thread() is threading.main_thread():
@@ -78,7 +81,7 @@ class SlurmRequeue(pl.Callback):
         batch: Any,
         batch_idx: int,
     ) -> None:
-        requested = trainer.strategy.reduce_boolean_decision(self._flag.is_set(), all=False)
+        requested = trainer.strategy.reduce_boolean_decision(self.requested, all=False)
         if not requested or self.saved_path is not None:
             return
         folder = self.dirpath or Path(trainer.default_root_dir)

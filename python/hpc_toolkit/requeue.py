@@ -12,13 +12,15 @@ resumes. With this module that is two lines in a training loop::
 
 The handler only sets a flag: saving inside a signal handler can interrupt a half-done
 step or a collective operation (the multi-node DDP deadlock of Lightning's own requeue).
+The flag is a plain attribute, never a lock (threading.Event): signals come in bursts (a
+preempted rank gets Slurm's SIGTERM and the toolkit's SIGUSR1 at once) and Python runs the
+second handler inside the first, which would wait forever on the lock the first holds.
 """
 
 from __future__ import annotations
 
 import os
 import signal
-import threading
 from collections.abc import Iterable
 from pathlib import Path
 from types import FrameType
@@ -34,22 +36,21 @@ class RequeueSignal:
     """
 
     def __init__(self, signals: Iterable[signal.Signals] = DEFAULT_SIGNALS) -> None:
-        self._event = threading.Event()
         self.received: signal.Signals | None = None
         self._previous: dict[signal.Signals, object] = {}
         for sig in signals:
             self._previous[sig] = signal.signal(sig, self._handle)
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
+        # One assignment: no lock, no allocation that could fail half-way (module docstring).
         self.received = signal.Signals(signum)
-        self._event.set()
 
     @property
     def requested(self) -> bool:
-        return self._event.is_set()
+        return self.received is not None
 
     def __bool__(self) -> bool:
-        return self._event.is_set()
+        return self.received is not None
 
     def uninstall(self) -> None:
         for sig, previous in self._previous.items():

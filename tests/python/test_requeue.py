@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -26,6 +29,60 @@ def test_signal_sets_the_flag_only_when_received() -> None:
         assert stop.received == signal.SIGUSR1
     finally:
         stop.uninstall()
+
+
+# A program whose handler catches signals that come in bursts: in a preemption on
+# Slurm 24.11 each rank gets Slurm's SIGTERM and the toolkit's SIGUSR1 within microseconds,
+# and Python runs the second handler inside the first. A handler that takes a lock
+# (threading.Event.set) then waits on itself forever: the ranks hung, saved nothing and
+# the job failed (124) instead of requeueing.
+_BURST_CHILD = """
+import signal, sys, time
+from hpc_toolkit.{module} import {cls}
+flag = {cls}()
+{install}
+print("ready", flush=True)
+end = time.monotonic() + 4
+while time.monotonic() < end:
+    pass
+print("alive", {check}, flush=True)
+"""
+
+
+@pytest.mark.parametrize(
+    ("module", "cls", "install", "check"),
+    [
+        ("requeue", "RequeueSignal", "", "bool(flag)"),
+        (
+            "lightning_requeue",
+            "SlurmRequeue",
+            "flag.on_train_start(None, None)",
+            "flag.requested",
+        ),
+    ],
+)
+def test_a_burst_of_usr1_and_term_never_hangs_the_program(
+    module: str, cls: str, install: str, check: str
+) -> None:
+    code = _BURST_CHILD.format(module=module, cls=cls, install=install, check=check)
+    child = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "ready\n"
+        end = time.monotonic() + 2.5
+        pairs = 0
+        while time.monotonic() < end:  # what a preempted rank gets, again and again
+            os.kill(child.pid, signal.SIGUSR1)
+            os.kill(child.pid, signal.SIGTERM)
+            pairs += 1
+            time.sleep(0.001)
+        out, err = child.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        pytest.fail(f"{cls}'s handler hung the program after {pairs} USR1+TERM pairs")
+    assert child.returncode == 0, err
+    assert out == "alive True\n"
 
 
 def test_uninstall_restores_the_previous_handlers() -> None:

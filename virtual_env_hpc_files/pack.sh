@@ -53,7 +53,13 @@ hpc_pack_begin() {
   ((${#HPC_PACK_ORDER[@]} == last - first + 1)) ||
     hpc_fail "job $HPC_TASK_INDEX should run lines $first-$last of $HPC_COMMANDS_FILE, which holds $i commands"
   HPC_PACK_STATE_DIR=${HPC_COMMANDS_FILE%.commands}.lines # made by _hpc_pack_dirs
-  HPC_COMMAND="(packed: lines $first-$last, $HPC_PACK at once; each line's command is logged when it starts)"
+  if ((first == last)); then
+    HPC_COMMAND="(packed: line $first; its command is logged when it starts)"
+  else
+    local at=$HPC_PACK
+    ((at <= last - first + 1)) || at=$((last - first + 1))
+    HPC_COMMAND="(packed: lines $first-$last, $at at once; each line's command is logged when it starts)"
+  fi
 }
 
 # _hpc_pack_list_to VAR LIST: the CPUs of a list such as "0-3,8,10-11", one per element.

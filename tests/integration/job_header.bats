@@ -81,7 +81,9 @@ header() {
   h=$(header pk "$JOB_ID" 1)
   echo "$h"
   [[ $h == "job ${JOB_ID}_1 ("*"array index 1 of an array of 2 task(s)): packed line 2 of 3, attempt 1"* ]]
+  grep -q '\] command: (packed: line 2; its command is logged when it starts)$' "$(job_log "$JOB_ID" pk 1)"
   h=$(header pk "$JOB_ID" 0)
   [[ $h == "job ${JOB_ID}_0 ("*"array index 0 of an array of 2 task(s)): packed lines 0-1 of 3, attempt 1"* ]]
+  grep -q '\] command: (packed: lines 0-1, 2 at once; each line.s command is logged when it starts)$' "$(job_log "$JOB_ID" pk 0)"
   grep -qx 'seen index=1 of=3' "$SCRATCH/proj/hpc_outputs/pk-$JOB_ID-line1.out"
 }

@@ -33,21 +33,31 @@ hpc_proc_children_table_to() {
   done
 }
 
-# hpc_proc_handles PID: prints "usr1", "term" or "none": what PID catches (SigCgt).
-hpc_proc_handles() {
+# hpc_proc_handles_to VAR PID: VAR="usr1", "term" or "none": what PID catches (SigCgt).
+# No subshell: the warning races the program's own end (a DDP rank stops as soon as
+# another rank took its warning), and a fork per process is slow on a loaded node.
+hpc_proc_handles_to() {
+  local -n _handles=$1
   local line cgt=""
   while IFS= read -r line; do
     [[ $line == SigCgt:* ]] && cgt=${line##*[[:space:]]} && break
-  done 2>/dev/null <"/proc/$1/status"
+  done 2>/dev/null <"/proc/$2/status"
   if [[ -z $cgt ]]; then
-    printf 'none\n'
+    _handles=none
   elif (((16#$cgt) & HPC_PROC_USR1_BIT)); then
-    printf 'usr1\n'
+    _handles=usr1
   elif (((16#$cgt) & HPC_PROC_TERM_BIT)); then
-    printf 'term\n'
+    _handles=term
   else
-    printf 'none\n'
+    _handles=none
   fi
+}
+
+# hpc_proc_handles PID: prints what hpc_proc_handles_to finds.
+hpc_proc_handles() {
+  local handles
+  hpc_proc_handles_to handles "$1"
+  printf '%s\n' "$handles"
 }
 
 # hpc_proc_passes_on PID: true for processes that pass signals on themselves (container
@@ -81,19 +91,29 @@ hpc_proc_tree_to() {
   done
 }
 
-# hpc_proc_warn_to VAR ROOT: deliver the warning below ROOT; VAR says what was sent
-# ("SIGUSR1 to 123 (python3) 130 (python3)", "" when nobody handles it). Returns 1 then.
+# hpc_proc_warn_to VAR ROOT [SEEN_VAR]: deliver the warning below ROOT; VAR says what
+# was sent ("SIGUSR1 to 123 (python3) 130 (python3)", "" when nobody handles it). Returns 1
+# then. SEEN_VAR: the program's processes looked at ("123 (python3) 130 (python3)"; the
+# toolkit's shells and container runtimes left out), for saying what handled nothing.
 hpc_proc_warn_to() {
   local -n _sent=$1
-  local pid comm
+  local _seen_none=""
+  local -n _seen=${3:-_seen_none}
+  local pid comm handles
   local -a tree usr1=() term=() targets
-  _sent=""
+  _sent="" _seen=""
   hpc_proc_tree_to tree "$2"
   for pid in "${tree[@]}"; do
     ! hpc_proc_passes_on "$pid" || continue
-    case $(hpc_proc_handles "$pid") in
+    hpc_proc_handles_to handles "$pid"
+    case $handles in
       usr1) usr1+=("$pid") ;;
       term) term+=("$pid") ;;
+      *)
+        comm='?'
+        { IFS= read -r comm <"/proc/$pid/comm"; } 2>/dev/null
+        _seen+="${_seen:+ }$pid ($comm)"
+        ;;
     esac
   done
   if ((${#usr1[@]})); then
@@ -119,16 +139,20 @@ hpc_proc_warn_to() {
 # takes the warning (it may install its handler a little after starting) or SECONDS
 # pass; LOG_FN MESSAGE says what happened. Run it in the background.
 hpc_proc_warn_loop() {
-  local root=$1 until=$((SECONDS + $2)) log=$3 sent told=0
+  local root=$1 until=$((SECONDS + $2)) log=$3 sent seen told=0
   while ((SECONDS < until)) && kill -0 "$root" 2>/dev/null; do
-    if hpc_proc_warn_to sent "$root"; then
+    if hpc_proc_warn_to sent "$root" seen; then
       "$log" "warning passed on as $sent"
       return 0
     fi
-    ((told)) || "$log" "no process of the program handles SIGUSR1 or SIGTERM (yet): it gets no signal until the grace period ends"
+    # Which processes, so that a program's handler installed late, or put back to the
+    # default before the program ends, can be told from a process that was not looked at.
+    ((told)) || "$log" "no process of the program handles SIGUSR1 or SIGTERM (yet; seen: ${seen:-none of its own}): it gets no signal until the grace period ends"
     told=1
     sleep 0.5
   done
+  ((told == 0)) || kill -0 "$root" 2>/dev/null ||
+    "$log" "the program ended before any of its processes handled the warning"
   return 0
 }
 

@@ -105,6 +105,43 @@ time.sleep(20)" "$1" & wait' _ "$d" &
   [ "$(cat "$d/got")" = usr1 ]
 }
 
+# warn_loop ROOT SECONDS: hpc_proc_warn_loop as task_wrapper.sh runs it, lines on stdout.
+warn_loop() {
+  bash -c 'source "$1/proc_tree.sh"; say() { printf "%s\n" "$*"; }; hpc_proc_warn_loop "$2" "$3" say' _ "$RT" "$1" "$2"
+}
+
+@test "proc_tree loop: a handler installed late still gets the warning; the line before names what it saw" {
+  local d=$BATS_TEST_TMPDIR
+  python3 -c 'import signal,sys,time
+open(sys.argv[1]+"/ready","w"); time.sleep(1.2)
+signal.signal(signal.SIGUSR1, lambda *a: (open(sys.argv[1]+"/got","w").write("usr1"), sys.exit(0)))
+time.sleep(20)' "$d" &
+  local p=$!
+  wait_file "$d/ready"
+  run warn_loop "$p" 10
+  [ "$status" -eq 0 ]
+  [ "${lines[0]}" = "no process of the program handles SIGUSR1 or SIGTERM (yet; seen: $p (python3)): it gets no signal until the grace period ends" ]
+  [ "${lines[1]}" = "warning passed on as SIGUSR1 to $p (python3)" ]
+  wait "$p"
+  [ "$(cat "$d/got")" = usr1 ]
+}
+
+@test "proc_tree loop: a program that ends without handling the warning: one line says so (a DDP rank whose warning came late)" {
+  local d=$BATS_TEST_TMPDIR
+  # Its handler put back to the default just before it ends, as Lightning does at the
+  # end of fit: the warning that comes then finds nothing to take it.
+  python3 -c 'import signal,sys,time
+signal.signal(signal.SIGUSR1, signal.SIG_DFL); open(sys.argv[1]+"/ready","w"); time.sleep(1.5)' "$d" &
+  local p=$!
+  wait_file "$d/ready"
+  run warn_loop "$p" 10
+  [ "$status" -eq 0 ]
+  [ "${#lines[@]}" -eq 2 ]
+  [[ ${lines[0]} == "no process of the program handles SIGUSR1 or SIGTERM (yet; seen: $p (python3))"* ]]
+  [ "${lines[1]}" = "the program ended before any of its processes handled the warning" ]
+  wait "$p"
+}
+
 @test "verdict: requeue only after progress (exit 0 by itself, or a checkpoint this attempt)" {
   # shellcheck source=virtual_env_hpc_files/requeue.sh
   source "$RT/requeue.sh"
@@ -147,7 +184,7 @@ warned_job() {
 @test "a warned program with no handler runs to the end of the grace period, is stopped, and is not requeued (124)" {
   warned_job 'python3 -c "import time; [time.sleep(0.1) for _ in range(300)]"; echo survived-term'
   [ "$status" -eq 124 ]
-  [[ $output == *"no process of the program handles SIGUSR1 or SIGTERM (yet)"* ]]
+  [[ $output == *"no process of the program handles SIGUSR1 or SIGTERM (yet; seen: "[0-9]*" (python3)): it gets no signal"* ]]
   [[ $output == *"still running 6 s after the warning: stopping it (SIGTERM)"* ]]
   [[ $output == *"no checkpoint was written after the warning: not requeued"* ]]
   [[ $output == *"attempt 1, 0 restart(s) so far"* ]]

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,14 @@ from hpc_toolkit.requeue import (
     restart_count,
     save_atomic,
 )
+
+
+@pytest.fixture
+def keep_usr1() -> Iterator[None]:
+    """SIGUSR1's handler as it was before the test (a stop on the warning keeps the flag)."""
+    before = signal.getsignal(signal.SIGUSR1)
+    yield
+    signal.signal(signal.SIGUSR1, before)
 
 
 def test_signal_sets_the_flag_only_when_received() -> None:
@@ -124,7 +133,7 @@ def test_latest_checkpoint_and_atomic_save(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("sig", [signal.SIGUSR1, signal.SIGTERM], ids=["warning", "sigterm"])
 def test_lightning_callback_checkpoints_at_a_batch_end_and_resumes(
-    tmp_path: Path, sig: signal.Signals
+    tmp_path: Path, sig: signal.Signals, keep_usr1: None
 ) -> None:
     """SIGUSR1 (the wall-time warning) and SIGTERM (a preemption's, sent by Slurm to every
     rank) both only set the flag: Lightning's own SIGTERM handler, which runs a collective
@@ -175,3 +184,104 @@ def test_lightning_callback_checkpoints_at_a_batch_end_and_resumes(
     t2.fit(Model(), data, ckpt_path=SlurmRequeue.resume_path(tmp_path))
     assert t2.global_step == 12
     assert second.saved_path is None
+
+
+def _handles_usr1_in_proc() -> bool:
+    """What hpc_files' proc_tree.sh reads: SIGUSR1's bit in SigCgt of /proc/self/status."""
+    with open("/proc/self/status") as status:
+        cgt = next(line for line in status if line.startswith("SigCgt:")).split()[1]
+    return bool(int(cgt, 16) & (1 << (signal.SIGUSR1 - 1)))
+
+
+def test_lightning_a_rank_warned_after_the_others_stopped_still_takes_the_warning(
+    tmp_path: Path, keep_usr1: None
+) -> None:
+    """The warning reaches the ranks one by one (each node's task_wrapper.sh): in DDP the
+    first ones make every rank agree, save and stop at the next batch end, and a rank whose
+    own warning comes after that must still handle SIGUSR1 (no flag set here, as on that
+    rank). Before, Lightning put back the handler from before training, SIG_DFL: the rank's
+    wrapper saw no handler and logged "no process of the program handles SIGUSR1", and a
+    SIGUSR1 sent just then killed the rank. A fit that ends without a stop gives the
+    program its own handler back. SIGUSR1 is handled from setup, before training starts."""
+    import lightning
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from hpc_toolkit.lightning_requeue import SlurmRequeue
+
+    seen: dict[str, bool] = {}
+
+    class Model(lightning.LightningModule):  # type: ignore[misc, name-defined]
+        def __init__(self, cb: SlurmRequeue | None) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(2, 1)
+            self.cb = cb
+
+        def on_fit_start(self) -> None:  # after setup, before Lightning's signal connector
+            seen["fit_start"] = _handles_usr1_in_proc()
+
+        def training_step(self, batch: list[torch.Tensor], batch_idx: int) -> torch.Tensor:
+            if self.cb is not None and self.global_step == 3:
+                self.cb.requested = True  # what another rank's warning does: all agree to stop
+            x, y = batch
+            return torch.nn.functional.mse_loss(self.layer(x), y)
+
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    data = DataLoader(TensorDataset(torch.randn(64, 2), torch.randn(64, 1)), batch_size=4)
+
+    def fit(cb: SlurmRequeue, stop: bool) -> None:
+        lightning.Trainer(
+            accelerator="cpu",
+            max_steps=8,
+            default_root_dir=tmp_path,
+            callbacks=[cb],
+            logger=False,
+            enable_progress_bar=False,
+            enable_checkpointing=False,
+            enable_model_summary=False,
+        ).fit(Model(cb if stop else None), data)
+
+    def mine(signum: int, frame: object) -> None:
+        pass
+
+    signal.signal(signal.SIGUSR1, signal.SIG_DFL)
+    stopped = SlurmRequeue(dirpath=tmp_path)
+    fit(stopped, stop=True)
+    assert stopped.saved_path is not None and seen["fit_start"]
+    assert signal.getsignal(signal.SIGUSR1) == stopped._handle and _handles_usr1_in_proc()
+    os.kill(os.getpid(), signal.SIGUSR1)  # the late warning: taken, not fatal
+
+    signal.signal(signal.SIGUSR1, mine)
+    ran_out = SlurmRequeue(dirpath=tmp_path / "other")
+    fit(ran_out, stop=False)
+    assert ran_out.saved_path is None
+    assert signal.getsignal(signal.SIGUSR1) is mine
+
+
+def test_lightning_ranks_stop_once_every_rank_has_the_warning_or_one_waited_long_enough() -> None:
+    """The warning reaches the ranks one by one: the stop waits for the slowest rank's own
+    warning (so every rank's program takes one), but never longer than wait_all_ranks_s
+    after the first (a rank that gets none must not block the save). Two ranks: what the
+    all_reduce (sum) of both ranks' tensors gives, each rank decides the same."""
+
+    from hpc_toolkit.lightning_requeue import SlurmRequeue
+
+    def batch_end(a: SlurmRequeue, b: SlurmRequeue) -> bool:
+        agreed = a._mine() + b._mine()
+        assert a._decide(agreed) == b._decide(agreed)
+        return a._decide(agreed)
+
+    a, b = SlurmRequeue(wait_all_ranks_s=0.3), SlurmRequeue(wait_all_ranks_s=0.3)
+    assert not batch_end(a, b)  # no warning yet
+    a.requested = True
+    assert not batch_end(a, b)  # rank a has it, b not yet
+    b.requested = True
+    assert batch_end(a, b)  # both: stop now
+
+    a, b = SlurmRequeue(wait_all_ranks_s=0.3), SlurmRequeue(wait_all_ranks_s=0.3)
+    a.requested = True
+    assert not batch_end(a, b)
+    time.sleep(0.35)
+    assert batch_end(a, b)  # b never got one: stop anyway, 0.3 s after a's

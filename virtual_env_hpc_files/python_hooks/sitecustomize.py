@@ -9,8 +9,9 @@ nothing until Lightning's Trainer module is imported, and then, for every Traine
   rank in a collective while another saves; Lightning issue 21406), then requeues the
   job behind the toolkit's back;
 - adds hpc_toolkit's SlurmRequeue callback (unless the script has one): on SIGUSR1 or
-  SIGTERM every rank sets a flag; at the next batch end all ranks agree, save
-  hpc_ckpt_N.ckpt in $HPC_CHECKPOINT_DIR together and stop; the job then requeues;
+  SIGTERM every rank sets a flag; at the first batch end where every rank has it (a
+  few seconds after the first at most) all ranks agree, save hpc_ckpt_N.ckpt in
+  $HPC_CHECKPOINT_DIR together and stop; the job then requeues;
 - makes `trainer.fit(...)` without a ckpt_path resume from the newest of those.
 
 A sitecustomize.py found later on sys.path (a distribution's own) still runs.

@@ -9,6 +9,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -160,30 +161,35 @@ def test_lightning_callback_checkpoints_at_a_batch_end_and_resumes(
 
     data = DataLoader(TensorDataset(torch.randn(64, 2), torch.randn(64, 1)), batch_size=4)
 
-    def trainer(cb: SlurmRequeue) -> lightning.Trainer:  # type: ignore[name-defined]
-        return lightning.Trainer(
-            accelerator="cpu",
-            max_steps=12,
-            default_root_dir=tmp_path,
-            callbacks=[cb],
-            logger=False,
-            enable_progress_bar=False,
-            enable_checkpointing=False,
-            enable_model_summary=False,
-        )
-
     first = SlurmRequeue(dirpath=tmp_path)
-    t1 = trainer(first)
+    t1 = _quiet_cpu_trainer(tmp_path, 12, first)
     t1.fit(Model(), data)
     assert first.saved_path == tmp_path / "hpc_ckpt_1.ckpt" and first.saved_path.is_file()
     assert t1.global_step == 6  # stopped right after the signalled step, nothing beyond
     assert SlurmRequeue.resume_path(tmp_path) == str(tmp_path / "hpc_ckpt_1.ckpt")
 
     second = SlurmRequeue(dirpath=tmp_path)
-    t2 = trainer(second)
+    t2 = _quiet_cpu_trainer(tmp_path, 12, second)
     t2.fit(Model(), data, ckpt_path=SlurmRequeue.resume_path(tmp_path))
     assert t2.global_step == 12
     assert second.saved_path is None
+
+
+def _quiet_cpu_trainer(root: Path, max_steps: int, callback: Any) -> Any:
+    """A Lightning Trainer on the CPU with only `callback`: no logger, progress bar,
+    checkpointing or summary of its own (the SlurmRequeue tests)."""
+    import lightning
+
+    return lightning.Trainer(
+        accelerator="cpu",
+        max_steps=max_steps,
+        default_root_dir=root,
+        callbacks=[callback],
+        logger=False,
+        enable_progress_bar=False,
+        enable_checkpointing=False,
+        enable_model_summary=False,
+    )
 
 
 def _handles_usr1_in_proc() -> bool:
@@ -232,16 +238,7 @@ def test_lightning_a_rank_warned_after_the_others_stopped_still_takes_the_warnin
     data = DataLoader(TensorDataset(torch.randn(64, 2), torch.randn(64, 1)), batch_size=4)
 
     def fit(cb: SlurmRequeue, stop: bool) -> None:
-        lightning.Trainer(
-            accelerator="cpu",
-            max_steps=8,
-            default_root_dir=tmp_path,
-            callbacks=[cb],
-            logger=False,
-            enable_progress_bar=False,
-            enable_checkpointing=False,
-            enable_model_summary=False,
-        ).fit(Model(cb if stop else None), data)
+        _quiet_cpu_trainer(tmp_path, 8, cb).fit(Model(cb if stop else None), data)
 
     def mine(signum: int, frame: object) -> None:
         pass

@@ -53,13 +53,6 @@ hpc_proc_handles_to() {
   fi
 }
 
-# hpc_proc_handles PID: prints what hpc_proc_handles_to finds.
-hpc_proc_handles() {
-  local handles
-  hpc_proc_handles_to handles "$1"
-  printf '%s\n' "$handles"
-}
-
 # hpc_proc_passes_on PID: true for processes that pass signals on themselves (container
 # runtimes, the toolkit's launch shells): looked through, not signalled.
 hpc_proc_passes_on() {
@@ -167,7 +160,8 @@ if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
       for pid in "${pids[@]}"; do
         comm='?'
         { IFS= read -r comm <"/proc/$pid/comm"; } 2>/dev/null
-        printf '%s %s %s\n' "$pid" "$(hpc_proc_handles "$pid")" "$comm"
+        hpc_proc_handles_to handles "$pid"
+        printf '%s %s %s\n' "$pid" "$handles" "$comm"
       done
       ;;
     *)

@@ -254,7 +254,7 @@ EOF
   done
   # The only job of this experiment since the test began is the original (other test
   # files may be using the cluster meanwhile).
-  [ "$(sacct -X -n -P --name edit -S "$start" -o JobID | cut -d_ -f1 | sort -u)" = "$first" ]
+  [ "$(jobs_named edit "$start")" = "$first" ]
   [ "$(find "$SCRATCH/proj/hpc_outputs/jobs" -name '*-rerun*' | wc -l)" -eq 0 ]
   cmp "$LEDGER" "$BATS_TEST_TMPDIR/ledger.orig"
 }

@@ -28,5 +28,7 @@ def readme_as_index(text: str) -> str:
 
 
 def on_files(files: Files, config) -> Files:
-    files.append(File.generated(config, "index.md", content=readme_as_index((ROOT / "README.md").read_text())))
+    files.append(
+        File.generated(config, "index.md", content=readme_as_index((ROOT / "README.md").read_text()))
+    )
     return files

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Summary: install what the tests, the demo and the local cluster need, skipping what is
 # already there: Debian packages (Slurm, munge, MariaDB, bats, shellcheck, ...) and the
-# Python venv .venv (torch CPU, lightning, wandb, dask, the hpc_toolkit package).
+# Python venv .venv (torch CPU, lightning, wandb, dask, mkdocs-material, the hpc_toolkit
+# package), and Mermaid's script for the docs site (from npm, served by the site itself).
 #
 # Usage: bash tests/setup/install_deps.sh      (as root on Debian/Ubuntu)
 set -euo pipefail
@@ -9,7 +10,10 @@ set -euo pipefail
 root=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/../.." && pwd -P)
 venv=${HPC_TEST_VENV:-$root/.venv}
 APT_PACKAGES=(slurm-wlm slurmdbd munge mariadb-server bats shellcheck bubblewrap
-  pigz zstd rsync parallel procps psmisc python3-venv)
+  pigz zstd rsync parallel procps psmisc python3-venv chromium)
+# Mermaid, pinned: the docs site draws its diagrams with it, offline (mkdocs.yml).
+MERMAID_VERSION=11.12.1
+MERMAID_JS=$root/docs/assets/javascripts/mermaid.min.js
 
 say() { printf 'install_deps: %s\n' "$*" >&2; }
 
@@ -32,7 +36,7 @@ install_apt() {
 
 venv_ready() {
   [[ -x $venv/bin/python ]] &&
-    "$venv/bin/python" -c 'import torch, lightning, wandb, sweeps, typer, yaml, pytest, dask.distributed, submitit, hpc_toolkit' 2>/dev/null
+    "$venv/bin/python" -c 'import torch, lightning, wandb, sweeps, typer, yaml, pytest, dask.distributed, submitit, material, hpc_toolkit' 2>/dev/null
 }
 
 install_venv() {
@@ -46,6 +50,29 @@ install_venv() {
   venv_ready || { say "the venv at $venv is still incomplete: see the pip messages above"; exit 1; }
 }
 
+# install_mermaid: Mermaid's one-file build from the npm registry (npm pack: that package
+# alone, checked against the registry's integrity hash), unless this version is there.
+install_mermaid() {
+  local stamp=$MERMAID_JS.version tmp
+  [[ -s $MERMAID_JS && $(cat "$stamp" 2>/dev/null) == "$MERMAID_VERSION" ]] && return 0
+  if ! command -v npm >/dev/null; then
+    ((EUID == 0)) || { say "run as root to install npm (for Mermaid's script)"; exit 1; }
+    say "apt-get install npm"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm >/dev/null
+  fi
+  say "mermaid $MERMAID_VERSION for the docs site"
+  tmp=$(mktemp -d)
+  (cd "$tmp" && npm pack --silent "mermaid@$MERMAID_VERSION" >/dev/null &&
+    tar -xzf "mermaid-$MERMAID_VERSION.tgz" package/dist/mermaid.min.js) ||
+    { rm -rf "$tmp"; say "npm pack mermaid@$MERMAID_VERSION failed: see its message above"; exit 1; }
+  mkdir -p "${MERMAID_JS%/*}"
+  mv "$tmp/package/dist/mermaid.min.js" "$MERMAID_JS"
+  printf '%s\n' "$MERMAID_VERSION" >"$stamp"
+  rm -rf "$tmp"
+}
+
 install_apt
 install_venv
+install_mermaid
 say "ready"

@@ -77,3 +77,16 @@ old_headings_on_pages() {
   done < <(sed -nE 's/^ *- [^:]+: ([^ ]+\.md)$/\1/p' "$REPO_ROOT/mkdocs.yml")
   ((failed == 0))
 }
+
+@test "install_into_project.sh copies README and its pages into hpc_files/, every README link holds there" {
+  local project=$BATS_TEST_TMPDIR/proj link failed=0
+  mkdir "$project"
+  run bash "$REPO_ROOT/hpc_files/install_into_project.sh" "$project"
+  [ "$status" -eq 0 ]
+  [ -f "$project/hpc_files/README.md" ]
+  [ -f "$project/hpc_files/docs/reference.md" ]
+  while IFS= read -r link; do
+    [ -f "$project/hpc_files/${link%%#*}" ] || { echo "README links to $link: not in the project" && failed=1; }
+  done < <(grep -oE '\]\(docs/[^)#]+' "$project/hpc_files/README.md" | cut -c3-)
+  ((failed == 0))
+}

@@ -23,7 +23,14 @@ headings_of() {
   local want
   want=$(printf '%s\n' hpc_files 'Five minutes on a real cluster' 'How a job flows' \
     'Slurm versions and setups tested' Documentation)
-  [ "$output" = "$want" ] || { printf 'README headings:\n%s\nexpected:\n%s\n' "$output" "$want" && return 1; }
+  [ "$output" = "$want" ] || {
+    printf 'README headings:\n%s\nexpected:\n%s\n' "$output" "$want"
+    echo "Put new text in docs/: an option's row in docs/reference.md's Options table (checked against"
+    echo "--help), a variable in its Environment variables, a profile key in Profile settings, a file"
+    echo "or folder in Folders and files, an exit code in Exit codes; how to use it on the task's page"
+    echo "(mkdocs.yml's nav lists them), a new page added to that nav."
+    return 1
+  }
 }
 
 # old_headings_on_pages ROOT: every row of the fixture (README's headings before the move)

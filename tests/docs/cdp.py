@@ -94,7 +94,7 @@ class Browser:
         method: str,
         params: dict[str, Any] | None = None,
         session: str | None = None,
-        timeout: float = 30.0,
+        timeout: float = 90.0,
     ) -> dict[str, Any]:
         self._next_id += 1
         message: dict[str, Any] = {"id": self._next_id, "method": method, "params": params or {}}
@@ -130,8 +130,9 @@ class Browser:
             raise RuntimeError(f"{expression}: {result['exceptionDetails']}")
         return result["result"].get("value")
 
-    def wait_for(self, check: Callable[[], Any], what: str, timeout: float = 20.0) -> Any:
-        """Poll check() until it returns something true; fail naming what was awaited."""
+    def wait_for(self, check: Callable[[], Any], what: str, timeout: float = 90.0) -> Any:
+        """Poll check() until it returns something true; fail naming what was awaited. The
+        limit is generous: a loaded 2-core machine can take tens of seconds to draw a page."""
         deadline = time.monotonic() + timeout
         while True:
             value = check()

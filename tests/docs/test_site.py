@@ -118,7 +118,14 @@ def test_front_page_renders_with_navigation_and_copy_buttons(browser: cdp.Browse
     )
     diagrams = browser.wait_for(lambda: svg_diagrams(browser), "the flow diagram drawn as an SVG")
     labels = cdp.text_of(diagrams[0])
-    for label in ("sbatch --parsable", "Slurm queue", "checkpoint", "requeue", "FAILED, exit 124", "hpc status"):
+    for label in (
+        "sbatch --parsable",
+        "Slurm queue",
+        "checkpoint",
+        "requeue",
+        "FAILED, exit 124",
+        "hpc status",
+    ):
         assert label in labels
     browser.screenshot(SHOTS / "front_page.png")
     assert not only_local(browser.requested_urls(), base_url), "the page fetched from the network"

@@ -4,8 +4,8 @@
 # Usage: bash hpc_files/install_into_project.sh PROJECT_DIR
 #
 # Copies hpc_files/, virtual_env_hpc_files/, singularity_hpc_files/, plai_cleanups/ and
-# python/ into PROJECT_DIR (with this README as hpc_files/README.md and its pages, docs/*.md,
-# as hpc_files/docs/), replacing an older copy of those folders. Your own files are never overwritten: experiment_configurations.txt
+# python/ into PROJECT_DIR (this README and docs/*.md in hpc_files/), replacing an older
+# copy of those folders. Your own files are never overwritten: experiment_configurations.txt
 # and sweeper.yml, and the example scripts they run (examples/train.py,
 # examples/sweep_train.py), are written only when the project has none.
 set -euo pipefail
@@ -44,16 +44,16 @@ main() {
     rm -rf -- "${target:?}/$folder"
     mv -- "$target/$folder.new" "$target/$folder"
   done
-  # The manual travels with the toolkit: error messages point to its pages. README's links
-  # (docs/PAGE.md) hold in hpc_files/ as they do here.
+  # The manual travels with the toolkit: error messages point to its sections.
   [[ ! -f $root/README.md ]] || cp -- "$root/README.md" "$target/hpc_files/README.md"
+  for file in "${TEMPLATES[@]}"; do
+    [[ -e $target/$file || ! -f $root/$file ]] || cp -- "$root/$file" "$target/$file"
+  done
+  # The README's pages (its links, docs/PAGE.md, hold in hpc_files/ as they do here).
   if [[ -d $root/docs ]]; then
     mkdir -p -- "$target/hpc_files/docs"
     cp -- "$root"/docs/*.md "$target/hpc_files/docs/"
   fi
-  for file in "${TEMPLATES[@]}"; do
-    [[ -e $target/$file || ! -f $root/$file ]] || cp -- "$root/$file" "$target/$file"
-  done
   for file in "${TEMPLATE_EXAMPLES[@]}"; do
     [[ -e $target/$file || ! -f $root/$file ]] && continue
     mkdir -p -- "$target/${file%/*}" && cp -- "$root/$file" "$target/$file"

@@ -77,7 +77,7 @@ hpc_submit_options() {
   hpc_option - --task value I OPT_TASK 'every line (--local)' 'with --local or --interactive: only array task I (line I+1 of the configs file)'
   hpc_option - --port value N OPT_PORT '' 'with --interactive: print the ssh -L N:NODE:N LOGIN line to reach port N of the node (TensorBoard, Jupyter)'
   hpc_option - --rerun value JOB_ID OPT_RERUN '' "submit again the tasks of JOB_ID's submission that did not end COMPLETED, from its kept batch scripts: same resources, settings and line indices; refused while any of its tasks is queued or running; only --dry-run and --yes go with it"
-  hpc_option - --pack value N OPT_PACK 1 'run N lines at once in each job, each on 1/N of its GPUs (or CPUs)'
+  hpc_option - --pack value N OPT_PACK 1 'run N lines at once in each job, each on 1/N of its GPUs (or CPUs); with --local: every line on this machine, N at once'
   hpc_option - --lines-per-job value K OPT_LINES_PER_JOB N 'each job runs K lines, --pack N at a time'
   hpc_option -y --yes flag '' OPT_YES '' 'do not ask before submitting an array of more than 100 tasks (only ever asked on a terminal)'
   hpc_option -h --help flag '' OPT_HELP '' 'this help'

@@ -46,7 +46,7 @@ child=$!
 trap 'signalled=1; kill -s TERM "$child" 2>/dev/null' TERM
 trap 'signalled=1; kill -s INT "$child" 2>/dev/null' INT
 while :; do
-  wait "$child"
+  wait "$child" 2>/dev/null # (no "Killed" notice from bash: the job logs the code)
   rc=$?
   kill -0 "$child" 2>/dev/null || break
 done

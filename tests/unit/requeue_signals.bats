@@ -199,3 +199,13 @@ warned_job() {
   [[ $output == *"requeueing job 4242: restart 1 of at most 10"* ]]
   [[ $output != *"not requeued"* ]]
 }
+
+@test "a warned program that ignores SIGTERM too is killed: the log says so in the toolkit's words, with no shell noise (Killed, line N:)" {
+  export HPC_KILL_AFTER=1
+  warned_job 'python3 -c "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); [time.sleep(0.1) for _ in range(600)]"'
+  echo "$output"
+  echo "$stderr"
+  [[ $output == *"ignored SIGTERM for 1 s: killing it (SIGKILL)"* ]]
+  [[ "$output$stderr" != *Killed* ]]
+  [[ ! "$output$stderr" =~ line\ [0-9]+: ]]
+}

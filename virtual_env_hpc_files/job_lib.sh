@@ -12,7 +12,8 @@
 #
 #   hpc_log MESSAGE...            the job's log line on stdout:
 #                                     [hpc YYYY-MM-DD HH:MM:SS NODE] MESSAGE
-#                                 (python/hpc_toolkit/sweep/agent.py writes the same line)
+#                                 (python/hpc_toolkit/sweep/agent.py writes the same line);
+#                                 always at a line's start, also after a progress bar
 #   hpc_error MESSAGE...          the log line with "ERROR: " before MESSAGE, on stderr
 #   hpc_fail MESSAGE [CODE]       hpc_error MESSAGE, then exit CODE (default 1: FAILED)
 #   hpc_node_name_to VAR          this node: $SLURMD_NODENAME, else $HOSTNAME, else "?"
@@ -39,9 +40,23 @@ hpc_node_name_to() {
 }
 
 hpc_log() {
-  local _node
+  local _node _nl=""
   hpc_node_name_to _node
-  printf '[hpc %(%F %T)T %s] %s\n' -1 "$_node" "$*"
+  # Once the program runs (HPC_CHILD_PID), its output shares the log: a progress bar
+  # ("\r", no newline) can leave the file mid-line. The toolkit's line then starts on a
+  # line of its own, so that grep '^\[hpc' finds every one.
+  [[ -z ${HPC_CHILD_PID:-} ]] || hpc_log_at_line_start || _nl=$'\n'
+  printf '%s[hpc %(%F %T)T %s] %s\n' "$_nl" -1 "$_node" "$*"
+}
+
+# hpc_log_at_line_start: false when stdout is a file whose last byte is not a newline (it is
+# read from the file, one small `tail`); true otherwise (a terminal, a pipe, empty).
+hpc_log_at_line_start() {
+  local _out=/proc/$BASHPID/fd/1 _last
+  [[ -f $_out && -s $_out ]] || return 0
+  _last=$(tail -c 1 -- "$_out" 2>/dev/null) || return 0
+  [[ -n $_last ]] && return 1 # ($(...) drops a final newline: empty means there was one)
+  return 0
 }
 
 hpc_error() {

@@ -22,9 +22,11 @@ source "${BASH_SOURCE[0]%/*}/proc_tree.sh"
 # or where Slurm sets only TMPDIR, this node's job folder.
 hpc_node_tmpdir_to node_tmpdir && [[ -n $node_tmpdir ]] && export SLURM_TMPDIR=$node_tmpdir
 
+# On stderr: srun holds a task's unfinished stdout line (a progress bar's "\r") apart from
+# its stderr, so the toolkit's line reaches the log as a line of its own.
 # shellcheck disable=SC2317 # called by hpc_proc_warn_loop
 rank_log() {
-  hpc_log "rank ${SLURM_PROCID:-0}: $*"
+  hpc_log "rank ${SLURM_PROCID:-0}: $*" >&2
 }
 
 # The wall-time warning comes from the batch shell as SIGURG to every process of the

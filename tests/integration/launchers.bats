@@ -113,6 +113,7 @@ json() {
 }
 
 @test "a normal cancel of a 2-node job: its log has no failure words, no shell noise, and no empty .hpc_ranks folder stays" {
+  # shellcheck disable=SC2016 # expanded in the job
   printf '%s\n' 'echo "rank $RANK up"; sleep 300' >"$PROJECT/experiment_configurations.txt"
   submit --exp-name stop --which-distributed script --num-nodes 2 --time 10
   local log i
@@ -125,7 +126,7 @@ json() {
   wait_job "$JOB_ID" 120
   cat "$log"
   grep -q "received SIGTERM" "$log"
-  [ -z "$(grep -E "could not|failed|Killed|line [0-9]+:" "$log")" ]
+  [ "$(grep -cE "could not|failed|Killed|line [0-9]+:" "$log")" -eq 0 ]
   [ ! -e "$SCRATCH/proj/stop/.hpc_ranks" ]
 }
 

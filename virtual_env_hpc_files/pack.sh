@@ -198,7 +198,9 @@ _hpc_pack_start() {
     # is the job's whole CPU count).
     [[ ${OMP_NUM_THREADS:-} != "${SLURM_CPUS_PER_TASK:-1}" ]] || vars+=("OMP_NUM_THREADS=$HPC_PACK_THREADS")
     export "${vars[@]}"
-    local argv
+    local argv ran
+    hpc_line_expanded_to ran "$cmd" # with the line's own variables
+    [[ -z $ran ]] || hpc_log "line $i runs as: $ran"
     hpc_run_line_argv_to argv "$cmd" # (run_line.sh, without its bash)
     exec setsid "${pin[@]}" "${argv[@]}"
   ) </dev/null &

@@ -46,7 +46,9 @@ HPC_STEP_LAUNCHERS=" lightning script torchrun "
 # in between catches them until it execs (a caught signal is reset by exec; an ignored
 # one would stay ignored, and bash could not trap it). Sets HPC_CHILD_PID.
 hpc_spawn_command() {
-  local argv
+  local argv ran
+  hpc_line_expanded_to ran "$1" # the line as it runs, beside "command:" (job_lib.sh)
+  [[ -z $ran ]] || hpc_log "runs as: $ran"
   hpc_run_line_argv_to argv "$1"
   (
     trap ':' USR1 USR2 TERM INT QUIT HUP

@@ -41,6 +41,12 @@ on_warning() {
   warned=1
   hpc_proc_warn_loop "$child" "${HPC_SIGNAL_GRACE:-60}" rank_log &
 }
+# The line as rank 0 runs it, beside the log's "command:" (the other ranks differ only in
+# their rank variables).
+if [[ ${SLURM_PROCID:-0} == 0 ]]; then
+  hpc_line_expanded_to ran "$line"
+  [[ -z $ran ]] || rank_log "runs as: $ran"
+fi
 trap ':' USR1
 trap on_warning URG
 bash "${BASH_SOURCE[0]%/*}/run_line.sh" "$line" </dev/null &

@@ -157,6 +157,8 @@ LINES
     [ -n "$log" ]
     grep -qx "line=$i.*" "$log"
   done
+  # The line as it ran, with its own HPC_TASK_INDEX, in its own log.
+  grep -q '^\[hpc .*\] line 2 runs as: echo line=2$' "$log"
   [[ $output == *"line 1 ended with exit code 3"* ]]
   [[ $output == *"line 0 starts (slot 0: CPUs "* ]]
   no_local_leftovers

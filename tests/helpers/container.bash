@@ -9,7 +9,7 @@ FAKE_SINGULARITY_DIR=$REPO_ROOT/tests/helpers/fake_singularity
 image_venv() {
   # Its real path: a .venv that is a link to a shared venv (a git worktree's) is bound
   # into the image where it really lies.
-  local venv=${HPC_TEST_VENV:-$REPO_ROOT/.venv}
+  local venv=$TEST_VENV
   (cd -- "$venv" 2>/dev/null && pwd -P) || printf '%s' "$venv"
 }
 

@@ -8,7 +8,7 @@
 load ../helpers/cluster
 
 # The venv with torch (read before hermetic_env unsets HPC_*).
-TORCH_VENV=${HPC_TEST_VENV:-$REPO_ROOT/.venv}
+TORCH_VENV=$TEST_VENV
 
 setup() {
   integration_setup proj

@@ -9,8 +9,8 @@
 # /opt/hpc_files/test-venv, made by tests/setup/install_deps.sh). `gpu` (the
 # real-GPU stage, tests/gpu/) runs where nvidia-smi lists a GPU; elsewhere it prints one
 # line and counts as skipped. Ends with a line "N passed, N failed, N skipped".
-# --slurm 22.05 (default) runs on this machine's Slurm; --slurm 24.11 runs the same parts
-# inside a Debian 13 root with Slurm 24.11 and a local cluster of its own
+# --slurm 22.05 (default) runs on this machine's Slurm; --slurm 24.11 or 26.05 runs the same parts
+# inside a Debian 13 (24.11) or sid (26.05) root with that Slurm and a local cluster of its own
 # (tests/setup/slurm_chroot.sh: built on first use, unmounted and stopped at the end).
 set -euo pipefail
 
@@ -110,7 +110,7 @@ main() {
       shift
     fi
     shift
-    [[ -n $slurm ]] || { echo "run_tests.sh: --slurm needs a version (22.05 or 24.11)" >&2; exit 2; }
+    [[ -n $slurm ]] || { echo "run_tests.sh: --slurm needs a version (22.05, 24.11 or 26.05)" >&2; exit 2; }
   fi
   # Inside the root (HPC_SLURM_CHROOT) the host installed everything already.
   [[ -n ${HPC_SLURM_CHROOT:-} || $* == gpu ]] || bash tests/setup/install_deps.sh

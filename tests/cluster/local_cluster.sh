@@ -53,6 +53,12 @@ SLURM_DEBS="${HPC_LOCAL_SLURM_PREFIX:-}"
 # a cluster without slurmdbd (hpc status).
 ACCOUNTING_ASKED="${HPC_LOCAL_ACCOUNTING:-slurmdbd}"
 ACCOUNTING=slurmdbd
+# shared: every node's local scratch is BASE/localscratch/NODE, one disk that every node
+# sees; pernode: each slurmd runs in a mount namespace of its own with its node's disk
+# bound at one common path (HPC_LOCAL_NODE_DISK_PATH), as on clusters whose nodes each
+# have a local disk at the same path: a file made there on node1 is not on node2.
+NODE_DISKS="${HPC_LOCAL_NODE_DISKS:-shared}"
+NODE_DISK_PATH="${HPC_LOCAL_NODE_DISK_PATH:-/localscratch}"
 MUNGE_USER=munge
 GPU_GRES=""
 GPU_LINES=()
@@ -89,6 +95,12 @@ Environment:
                             folder; no apt-get, no MariaDB (accounting: sacct -c)
   HPC_LOCAL_ACCOUNTING      slurmdbd (default: MariaDB + slurmdbd, full sacct) or jobcomp
                             (no slurmdbd: JobCompType=jobcomp/filetxt; sacct fails)
+  HPC_LOCAL_NODE_DISKS      shared (default: node N's local scratch is
+                            CLUSTER_DIR/localscratch/nodeN, seen by every node) or pernode
+                            (each slurmd in its own mount namespace with its node's disk
+                            at HPC_LOCAL_NODE_DISK_PATH: SLURM_TMPDIR is the same path on
+                            every node, with other contents)
+  HPC_LOCAL_NODE_DISK_PATH  the common path of pernode disks (default /localscratch)
 
 Example:
   eval "\$(bash tests/cluster/local_cluster.sh start --nodes 4)"
@@ -213,6 +225,12 @@ validate_nodes() {
         jobcomp) ACCOUNTING=none ;;
         *) die "HPC_LOCAL_ACCOUNTING must be slurmdbd or jobcomp (got '${ACCOUNTING_ASKED}')" ;;
     esac
+    case "${NODE_DISKS}" in
+        shared | pernode) ;;
+        *) die "HPC_LOCAL_NODE_DISKS must be shared or pernode (got '${NODE_DISKS}')" ;;
+    esac
+    [[ "${NODE_DISK_PATH}" =~ ^/[A-Za-z0-9/._-]+$ && "${NODE_DISK_PATH}" != / ]] ||
+        die "HPC_LOCAL_NODE_DISK_PATH must be an absolute path of letters, digits and / . _ - (got '${NODE_DISK_PATH}')"
 }
 
 port_in_use() {
@@ -351,9 +369,18 @@ install_helpers() {
 }
 
 write_settings() {
-    printf 'nodes=%s\nmax_array_size=%s\ngpus=%s\nprefix=%s\naccounting=%s\n' "${NODES}" \
+    printf 'nodes=%s\nmax_array_size=%s\ngpus=%s\nprefix=%s\naccounting=%s\nnode_disks=%s\n' "${NODES}" \
         "${MAX_ARRAY_SIZE}" "${GPU_MODE}" "$([[ -n "${SLURM_DEBS}" ]] && echo yes || echo no)" \
-        "${ACCOUNTING}" >"${SETTINGS_FILE}"
+        "${ACCOUNTING}" "$(node_disks_setting)" >"${SETTINGS_FILE}"
+}
+
+# node_disks_setting: shared, or pernode:PATH (read by prolog.sh, task_prolog.sh, epilog.sh).
+node_disks_setting() {
+    if [[ "${NODE_DISKS}" == pernode ]]; then
+        printf 'pernode:%s' "${NODE_DISK_PATH}"
+    else
+        printf 'shared'
+    fi
 }
 
 # --- real GPUs ----------------------------------------------------------------------
@@ -691,9 +718,23 @@ start_slurmds() {
     local stepd=()
     # slurmd runs slurmstepd from its compiled-in path unless told: the prefix's one.
     [[ -z "${SLURM_DEBS}" ]] || stepd=(-d "${BIN}/slurmstepd")
+    if [[ "${NODE_DISKS}" == pernode ]]; then
+        log "each slurmd in its own mount namespace, its node's disk at ${NODE_DISK_PATH}"
+        mkdir -p -- "${NODE_DISK_PATH}"
+    fi
     for node in $(node_names); do
-        slurmd -f "${SLURM_CONF_FILE}" -N "${node}" "${stepd[@]}" ||
-            die "slurmd ${node} failed to start; see ${LOGS}/slurmd-${node}.log"
+        if [[ "${NODE_DISKS}" == pernode ]]; then
+            # Its steps, prolog and epilog inherit the namespace; stopping slurmd by pid
+            # ends it, and nothing stays mounted on the host.
+            # shellcheck disable=SC2016 # expanded by sh
+            unshare -m --propagation slave sh -c 'mount --bind "$1" "$2" && shift 2 && exec "$@"' sh \
+                "${BASE}/localscratch/${node}" "${NODE_DISK_PATH}" \
+                "$(command -v slurmd)" -f "${SLURM_CONF_FILE}" -N "${node}" "${stepd[@]}" ||
+                die "slurmd ${node} failed to start in its mount namespace; see ${LOGS}/slurmd-${node}.log"
+        else
+            slurmd -f "${SLURM_CONF_FILE}" -N "${node}" "${stepd[@]}" ||
+                die "slurmd ${node} failed to start; see ${LOGS}/slurmd-${node}.log"
+        fi
     done
 }
 
@@ -822,6 +863,7 @@ cmd_start() {
             "$(read_setting max_array_size)" == "${MAX_ARRAY_SIZE}" &&
             "$(read_setting gpus)" == "${GPU_MODE}" &&
             "$(read_setting accounting)" == "${want_accounting}" &&
+            "$(read_setting node_disks)" == "$(node_disks_setting)" &&
             "$(read_setting prefix)" == "$([[ -n "${SLURM_DEBS}" ]] && echo yes || echo no)" ]]; then
             log "already running (${NODES} nodes) in ${BASE}"
             print_env

@@ -7,7 +7,7 @@
 # and the project) out of bats' root-only /tmp folder into one that user owns, under
 # HPC_TEST_RUN_DIR (tests/integration/setup_suite.bash; outside /tmp, which a private /tmp
 # per job would hide). There, the Slurm clients a researcher runs (sbatch, srun, salloc,
-# scancel, scontrol, squeue, sacct) and `hpc` are functions that run the real command as
+# scancel, scontrol, squeue, sacct), git and `hpc` are functions that run the real command as
 # that user, as does `submitter`: a test written through them submits, follows, cancels and
 # cleans up as the user. Only what must be root (playing an admin, or the other user with
 # as_other) says so: `as_admin CMD...`.
@@ -104,6 +104,9 @@ scancel() { researcher scancel "$@"; }
 scontrol() { researcher scontrol "$@"; }
 squeue() { researcher squeue "$@"; }
 sacct() { researcher sacct "$@"; }
+# The researcher's git, in the researcher's project (root's git refuses a repository
+# another user owns: "dubious ownership").
+git() { researcher git "$@"; }
 
 # hpc ARGS...: the `hpc` command, run in the project with the project's own copy of
 # hpc_toolkit (python/, from this tree) first on the path, as the researcher.

@@ -29,7 +29,7 @@ json() {
   printf '%s\n' 'python examples/ddp_allreduce.py --tag loc' >"$PROJECT/experiment_configurations.txt"
   local slurm_path=$PATH
   no_sbatch_on_path
-  ! command -v sbatch || false
+  ! type -P sbatch || false # (sbatch the function, cluster.bash, runs the user's: none)
   run --separate-stderr submitter --local -d torchrun --procs-per-node 2 --exp-name loc
   echo "$output"
   echo "$stderr"

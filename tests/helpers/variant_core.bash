@@ -22,8 +22,9 @@ core_single_and_array() {
   [ "$(job_states "$JOB_ID" | grep -c '|COMPLETED|0:0$')" -eq 2 ]
   core_ran_as_user "$JOB_ID"
   local ck=$SCRATCH/proj/core/checkpoints
-  [ "$(core_json "$ck/one.json" 'd["env"]["USER"]')" = "$HPC_TEST_USER" ]
-  [ "$(stat -c %U "$ck/two.json")" = "$HPC_TEST_USER" ]
+  [ "$(stat -c %U "$ck/task_0/one.json")" = "$HPC_TEST_USER" ]
+  [ "$(stat -c %U "$ck/task_1/two.json")" = "$HPC_TEST_USER" ]
+  [ "$(core_json "$ck/task_1/two.json" 'd["env"]["SLURM_ARRAY_TASK_ID"]')" = 1 ]
 }
 
 # core_two_node_script: --data staged on both nodes; each rank writes to $HPC_RESULTS_DIR,

@@ -27,14 +27,15 @@ core_single_and_array() {
   [ "$(core_json "$ck/task_1/two.json" 'd["env"]["SLURM_ARRAY_TASK_ID"]')" = 1 ]
 }
 
-# core_two_node_script: --data staged on both nodes; each rank writes to $HPC_RESULTS_DIR,
+# core_two_node_script: (submit_args: more options, e.g. a cluster profile) --data staged on both nodes; each rank writes to $HPC_RESULTS_DIR,
 # which exists on its own node; node 0's come back in results/, node 1's in results/node_1/.
 core_two_node_script() {
+  [[ -v submit_args ]] || submit_args=()
   mkdir -p "$SCRATCH/proj/ds"
   printf 'staged\n' >"$SCRATCH/proj/ds/d.txt"
   printf '%s\n' 'r=$SLURM_PROCID; cat "$SLURM_TMPDIR/ds/d.txt" >"$HPC_CHECKPOINT_DIR/data_$r" && echo "$SLURMD_NODENAME" >"$HPC_RESULTS_DIR/from_rank_$r" && echo "$SLURM_TMPDIR $HPC_RESULTS_DIR" >"$HPC_CHECKPOINT_DIR/paths_$r"' \
     >"$PROJECT/experiment_configurations.txt"
-  submit --exp-name two --which-distributed script --num-nodes 2 --data ds --time 5
+  submit --exp-name two --which-distributed script --num-nodes 2 --data ds --time 5 "${submit_args[@]}"
   wait_job "$JOB_ID" 180
   cat "$(job_log "$JOB_ID" two)"
   [ "$(job_state "$JOB_ID")" = COMPLETED ]

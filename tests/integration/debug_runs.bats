@@ -69,7 +69,7 @@ in_session() {
 wait_queue_empty() {
   local i
   for ((i = 0; i < 120; i++)); do
-    [[ -z $(squeue -h -u "$(id -un)" -n "$1" -o %i) ]] && return 0
+    [[ -z $(squeue -h -u "$HPC_TEST_USER" -n "$1" -o %i) ]] && return 0
     sleep 1
   done
   squeue

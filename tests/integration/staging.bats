@@ -104,7 +104,7 @@ staged_everywhere() {
   for r in 0 1; do
     node=$(field lab "$r" node)
     [ "$(field lab "$r" tmp)" = "$LAB/$node/hpc_job_${JOB_ID}_$node" ]
-    [ "$(field lab "$r" stat)" = "700 $(id -u)" ]
+    [ "$(field lab "$r" stat)" = "700 $(id -u "$HPC_TEST_USER")" ]
     [ ! -e "$LAB/$node/hpc_job_${JOB_ID}_$node" ]
   done
   grep -q "removed the job's folder on 2 node(s)" "$(job_log "$JOB_ID" lab)"

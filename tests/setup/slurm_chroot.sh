@@ -35,7 +35,7 @@ set -euo pipefail
 
 PROG=slurm_chroot.sh
 REPO=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/../.." && pwd -P)
-INCLUDE=slurm-wlm,slurmdbd,slurm-client,munge,mariadb-server,bats,shellcheck,bubblewrap,pigz,rsync,parallel,zstd,procps,psmisc,git,ca-certificates,util-linux,bsdutils,iproute2,curl
+INCLUDE=slurm-wlm,slurmdbd,slurm-client,munge,mariadb-server,bats,shellcheck,bubblewrap,pigz,rsync,parallel,zstd,procps,psmisc,git,ca-certificates,util-linux,bsdutils,iproute2,curl,libsqlite3-0
 
 die() {
   printf '%s: %s\n' "$PROG" "$*" >&2
@@ -178,6 +178,8 @@ bind_python() {
   if [[ $base == /usr ]]; then
     bind_same "$real"
     bind_same "/usr/lib/$ver"
+    # Debian's ensurepip takes pip's wheel from here (python -m venv, --setup-venv).
+    [[ ! -d /usr/share/python-wheels ]] || bind_same /usr/share/python-wheels
   else
     bind_same "$base"
   fi

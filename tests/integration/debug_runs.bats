@@ -61,7 +61,7 @@ json() {
 in_session() {
   local cmd
   printf -v cmd '%q ' bash hpc_files/job_submitter.sh --interactive "$@"
-  run bash -c 'cd "$1" && exec timeout 180 script -qec "$2" /dev/null' _ "$PROJECT" "$cmd"
+  run researcher bash -c 'cd "$1" && exec timeout 180 script -qec "$2" /dev/null' _ "$PROJECT" "$cmd"
 }
 
 # wait_queue_empty: every job of this test's user has left squeue (the allocation is

@@ -212,9 +212,9 @@ staged_everywhere() {
   chmod +x "$BATS_TEST_TMPDIR/slow/zstd"
   export PATH=$BATS_TEST_TMPDIR/slow:$PATH
   local out=$BATS_TEST_TMPDIR
-  (cd "$PROJECT" && bash hpc_files/job_submitter.sh --cluster local-lab -e ca --data datasets "./-odd labels.csv" >"$out/a" 2>&1) &
+  (cd "$PROJECT" && researcher bash hpc_files/job_submitter.sh --cluster local-lab -e ca --data datasets "./-odd labels.csv" >"$out/a" 2>&1) &
   local pa=$!
-  (cd "$PROJECT" && bash hpc_files/job_submitter.sh --cluster local -e cb --data datasets "./-odd labels.csv" >"$out/b" 2>&1) &
+  (cd "$PROJECT" && researcher bash hpc_files/job_submitter.sh --cluster local -e cb --data datasets "./-odd labels.csv" >"$out/b" 2>&1) &
   local pb=$!
   wait "$pa"
   wait "$pb"

@@ -6,6 +6,8 @@
 
 HPC_TEST_USER=${HPC_TEST_USER:-hpcalice}
 HPC_OTHER_USER=${HPC_OTHER_USER:-hpcbob}
+# runuser by path: a test may narrow PATH to one without /usr/sbin (no_sbatch_on_path).
+HPC_RUNUSER=$(PATH=/usr/sbin:/sbin:/usr/bin:/bin command -v runuser) || HPC_RUNUSER=runuser
 
 # ensure_test_users: both users exist, each with a home it owns (created once; a lock keeps
 # suites run side by side from racing useradd).
@@ -39,10 +41,10 @@ as_user() {
   local home=$HOME
   [[ $(stat -c %U -- "$home" 2>/dev/null) == "$HPC_TEST_USER" ]] ||
     home=$(getent passwd "$HPC_TEST_USER" | cut -d: -f6)
-  runuser -u "$HPC_TEST_USER" -- env HOME="$home" PATH="$(user_path)" "$@"
+  "$HPC_RUNUSER" -u "$HPC_TEST_USER" -- env HOME="$home" PATH="$(user_path)" "$@"
 }
 
 # as_other CMD...: run CMD as the second user (its own HOME).
 as_other() {
-  runuser -u "$HPC_OTHER_USER" -- env PATH="$(user_path)" "$@"
+  "$HPC_RUNUSER" -u "$HPC_OTHER_USER" -- env PATH="$(user_path)" "$@"
 }

@@ -123,7 +123,7 @@ begins_in() {
     grep -qxF "node$n: removed 2 leftover folders, ${bytes[n]} bytes freed" "$LOG"
     grep -qF "  removed $LAB/node$n/hpc_job_399999990$n (" "$LOG"
   done
-  [ "$(grep -c '^== .* (job [0-9]*, user root): ' "$LOG")" -eq 4 ]
+  [ "$(grep -c "^== .* (job [0-9]*, user $HPC_TEST_USER): " "$LOG")" -eq 4 ]
 }
 
 @test "folders of running jobs stay (a job, array tasks, an array's waiting last task); they go once the jobs end" {
@@ -177,6 +177,7 @@ begins_in() {
     leftover node4 "$name" 1
   done
   local before
+  hand_over # what the test made is the researcher's from here (as cleanup_now does)
   before=$(find "$LAB/node4" "$outside" -printf '%p %U %s\n' | sort)
 
   cleanup_now
@@ -196,10 +197,11 @@ begins_in() {
     mkdir "$real/node$n/hpc_job_$id"
     REAL_LEFTOVERS+=("$real/node$n/hpc_job_$id")
     echo data >"$real/node$n/hpc_job_$id/file"
+    chown -R "$HPC_TEST_USER:" "$real/node$n/hpc_job_$id" # the researcher's own leftovers
   done
   run --separate-stderr researcher bash "$PROJECT/plai_cleanups/submit_cleanup.sh" --cluster local-lab --dry-run
   [ "$status" -eq 0 ]
-  [[ ${lines[0]} == "Dry-run cleanup (nothing is removed) of root on 4 nodes of partition notmpdir:" ]]
+  [[ ${lines[0]} == "Dry-run cleanup (nothing is removed) of $HPC_TEST_USER on 4 nodes of partition notmpdir:" ]]
   wait_node_jobs "$output"
   for n in 1 2 3 4; do
     [ "$(cat "$real/node$n/hpc_job_$id/file")" = data ]

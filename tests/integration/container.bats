@@ -11,14 +11,6 @@ load ../helpers/container
 
 setup() {
   integration_setup proj
-  # Inside the Slurm 24.11/26.05 roots (tests/setup/slurm_chroot.sh: a chroot) the kernel
-  # gives a normal user no user namespace (CLONE_NEWUSER is refused to a chrooted
-  # process), which bubblewrap needs, and Debian 13's and sid's bwrap no longer run
-  # setuid: there these tests submit as root, the closest that runs (README: Testing).
-  if ! as_user bwrap --ro-bind / / true 2>/dev/null; then
-    echo "# no user namespace for $HPC_TEST_USER here (a chroot?): submitting as root" >&3
-    TEST_AS_USER=""
-  fi
   rm -rf "$PROJECT/.venv" # the image provides Python, not a venv
   use_fake_singularity
   export FAKE_SINGULARITY_LOG=$BATS_TEST_TMPDIR/singularity.log

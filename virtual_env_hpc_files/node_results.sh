@@ -9,7 +9,9 @@
 # take turns (the same lock as staging.sh's copy); the last one to end copies everything.
 #   hpc_node_results_setup   on node K > 0: HPC_RESULTS_DIR = this node's folder, made
 #   hpc_node_results_copy    on node K > 0: copy it to $HPC_RESULTS_DEST/node_K
-# Uses job_lib.sh (hpc_log, hpc_error), sourced before.
+
+# shellcheck source=virtual_env_hpc_files/job_lib.sh
+source "${BASH_SOURCE[0]%/*}/job_lib.sh"
 
 HPC_NODE_RESULTS_DEST=""
 

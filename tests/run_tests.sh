@@ -5,17 +5,20 @@
 #
 # Usage: bash tests/run_tests.sh [--slurm VERSION] [unit|python|integration|lint|gpu]...   (default: all)
 # Installs what is missing first (tests/setup/install_deps.sh; not for `gpu` alone, which
-# runs offline). Integration tests run HPC_TEST_JOBS at a time (default 4). `gpu` (the
+# runs offline). Integration tests run HPC_TEST_JOBS at a time (default 4), as the normal
+# user hpcalice (tests/helpers/users.bash), with the venv HPC_TEST_VENV (default
+# /opt/hpc_files/test-venv, made by tests/setup/install_deps.sh). `gpu` (the
 # real-GPU stage, tests/gpu/) runs where nvidia-smi lists a GPU; elsewhere it prints one
 # line and counts as skipped. Ends with a line "N passed, N failed, N skipped".
-# --slurm 22.05 (default) runs on this machine's Slurm; --slurm 24.11 runs the same parts
-# inside a Debian 13 root with Slurm 24.11 and a local cluster of its own
+# --slurm 22.05 (default) runs on this machine's Slurm; --slurm 24.11 or 26.05 runs the same parts
+# inside a Debian 13 (24.11) or sid (26.05) root with that Slurm and a local cluster of its own
 # (tests/setup/slurm_chroot.sh: built on first use, unmounted and stopped at the end).
 set -euo pipefail
 
 root=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)
 cd "$root"
-venv=${HPC_TEST_VENV:-$root/.venv}
+venv=${HPC_TEST_VENV:-/opt/hpc_files/test-venv}
+export HPC_TEST_VENV=$venv
 jobs=${HPC_TEST_JOBS:-4}
 passed=0 failed=0 skipped=0
 failures=()
@@ -111,7 +114,11 @@ run_integration() {
   if command -v parallel >/dev/null && ((jobs > 1)); then
     parallel=(--jobs "$jobs" --no-parallelize-within-files)
   fi
+  local since
+  since=$(date +%Y-%m-%dT%H:%M:%S)
   PATH=$venv/bin:$PATH run_bats integration tests/integration "${parallel[@]}"
+  # Who submitted: the tests act as the normal user; root only where a test plays an admin.
+  echo "jobs of this run by user: $(sacct -a -X -n -P -S "$since" -o User 2>/dev/null | sort | uniq -c | awk '{printf "%s %s, ", $2, $1}')"
 }
 
 # run_gpu: the real-GPU stage, or one line saying why not (counted as skipped).
@@ -140,7 +147,7 @@ main() {
       shift
     fi
     shift
-    [[ -n $slurm ]] || { echo "run_tests.sh: --slurm needs a version (22.05 or 24.11)" >&2; exit 2; }
+    [[ -n $slurm ]] || { echo "run_tests.sh: --slurm needs a version (22.05, 24.11 or 26.05)" >&2; exit 2; }
   fi
   # Inside the root (HPC_SLURM_CHROOT) the host installed everything already.
   [[ -n ${HPC_SLURM_CHROOT:-} || $* == gpu ]] || bash tests/setup/install_deps.sh

@@ -4,7 +4,7 @@ page and the flow diagram render; search finds an option, in its index and in th
 search box. Screenshots land in $HPC_DOCS_SHOTS (default tests/.tmp/docs_site/).
 
 Run by `bash tests/run_tests.sh lint`, which builds the site first and passes it as
-HPC_DOCS_SITE; alone: `.venv/bin/python -m pytest tests/docs` (builds it into a temp folder).
+HPC_DOCS_SITE; alone: `$HPC_TEST_VENV/bin/python -m pytest tests/docs` (builds it into a temp folder).
 """
 
 from __future__ import annotations

@@ -280,7 +280,7 @@ preempt_when_ready() {
 }
 
 @test "an unchanged Lightning DDP script, 2 nodes x 2 processes: warned, checkpoints on every rank, requeued, resumes" {
-  rm -rf "$PROJECT/.venv" && ln -s "${HPC_TEST_VENV:-$REPO_ROOT/.venv}" "$PROJECT/.venv" # torch, lightning
+  project_venv # torch, lightning
   printf 'python lightning_unchanged.py --num_nodes 2 --devices 2 --max-steps 80 --out outputs/lu\n' >"$PROJECT/experiment_configurations.txt"
   submit --exp-name lu --which-distributed lightning --num-nodes 2 --procs-per-node 2 --time 10
   [[ $stderr == *"note: Lightning's built-in SLURM auto-requeue can hang in DDP (4 processes)"* ]]

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Summary: run every test: shellcheck, bats unit tests, pytest, then the integration
-# tests on the real local Slurm cluster (started here when it is not running).
+# Summary: run every test: shellcheck and the docs site (lint), bats unit tests, pytest,
+# then the integration tests on the real local Slurm cluster (started here when it is not
+# running).
 #
 # Usage: bash tests/run_tests.sh [--slurm VERSION] [unit|python|integration|lint|gpu]...   (default: all)
 # Installs what is missing first (tests/setup/install_deps.sh; not for `gpu` alone, which
@@ -44,6 +45,42 @@ run_lint() {
   else
     failed=$((failed + 1)) failures+=("shellcheck")
   fi
+  run_docs
+}
+
+# run_docs: the docs site (part of lint): mkdocs build --strict fails on any broken link or
+# anchor; then tests/docs opens the built site in headless Chromium. Inside a Slurm root
+# (--slurm 24.11) it is skipped: the docs do not depend on Slurm, and the host checked them.
+run_docs() {
+  if [[ -n ${HPC_SLURM_CHROOT:-} ]]; then
+    echo "docs: checked on the host, not inside the Slurm $HPC_SLURM_CHROOT root: skipped"
+    skipped=$((skipped + 1))
+    return 0
+  fi
+  say "docs: mkdocs build --strict"
+  local site=$root/tests/.tmp/site
+  if [[ ! -s $root/docs/assets/javascripts/mermaid.min.js ]]; then
+    echo "docs: docs/assets/javascripts/mermaid.min.js is missing: run bash tests/setup/install_deps.sh"
+    failed=$((failed + 1)) failures+=("docs: no mermaid.min.js")
+    return 0
+  fi
+  if NO_MKDOCS_2_WARNING=1 "$venv/bin/mkdocs" build --strict --quiet --site-dir "$site"; then
+    passed=$((passed + 1))
+    echo "mkdocs build --strict: no warning"
+  else
+    failed=$((failed + 1)) failures+=("mkdocs build --strict")
+    return 0
+  fi
+  say "docs: the site in headless Chromium (pytest tests/docs)"
+  local out rc=0 p f
+  out=$(mktemp)
+  HPC_DOCS_SITE=$site "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/docs 2>&1 | tee "$out" || rc=$?
+  p=$(grep -oE '[0-9]+ passed' "$out" | tail -1 | grep -oE '[0-9]+' || echo 0)
+  f=$(grep -oE '[0-9]+ (failed|errors?)' "$out" | awk '{s+=$1} END {print s+0}' || true)
+  passed=$((passed + p)) failed=$((failed + f))
+  if ((rc != 0 && f == 0)); then failed=$((failed + 1)); fi
+  ((rc == 0)) || failures+=("docs site")
+  rm -f "$out"
 }
 
 run_bats() {

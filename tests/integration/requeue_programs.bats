@@ -270,7 +270,7 @@ preempt_when_ready() {
   [ "$(tail -1 <<<"$states")" = 'FAILED|124:0' ]
   # 22.05: that one attempt. 24.11 starts the job once more for the preemption's own
   # requeue request (recording the first as PREEMPTED); that attempt runs nothing and ends
-  # with the first one's exit code (README: Slurm versions).
+  # with the first one's exit code (docs/cluster-admins.md: Slurm versions).
   if [[ $(sbatch --version) == "slurm 22."* ]]; then
     [ "$states" = 'FAILED|124:0' ]
   else

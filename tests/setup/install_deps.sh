@@ -29,6 +29,35 @@ missing_apt() {
   done
 }
 
+# The docs site (mkdocs.yml; tests/run_tests.sh lint builds it and opens it in a browser):
+# Debian's chromium for the browser test, and Mermaid, pinned, which the site serves itself
+# so that its diagrams render with no network (mkdocs-material is in requirements.txt).
+APT_PACKAGES+=(chromium)
+MERMAID_VERSION=11.12.1
+MERMAID_JS=$root/docs/assets/javascripts/mermaid.min.js
+
+# install_mermaid: Mermaid's one-file build from the npm registry (npm pack: that package
+# alone, checked against the registry's integrity hash), unless this version is there.
+install_mermaid() {
+  local stamp=$MERMAID_JS.version tmp
+  [[ -s $MERMAID_JS && $(cat "$stamp" 2>/dev/null) == "$MERMAID_VERSION" ]] && return 0
+  if ! command -v npm >/dev/null; then
+    ((EUID == 0)) || { say "run as root to install npm (for Mermaid's script)"; exit 1; }
+    say "apt-get install npm"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm >/dev/null
+  fi
+  say "mermaid $MERMAID_VERSION for the docs site"
+  tmp=$(mktemp -d)
+  (cd "$tmp" && npm pack --silent "mermaid@$MERMAID_VERSION" >/dev/null &&
+    tar -xzf "mermaid-$MERMAID_VERSION.tgz" package/dist/mermaid.min.js) ||
+    { rm -rf "$tmp"; say "npm pack mermaid@$MERMAID_VERSION failed: see its message above"; exit 1; }
+  mkdir -p "${MERMAID_JS%/*}"
+  mv "$tmp/package/dist/mermaid.min.js" "$MERMAID_JS"
+  printf '%s\n' "$MERMAID_VERSION" >"$stamp"
+  rm -rf "$tmp"
+}
+
 install_apt() {
   local missing
   mapfile -t missing < <(missing_apt)
@@ -41,7 +70,7 @@ install_apt() {
 
 venv_ready() {
   [[ -x $venv/bin/python ]] &&
-    "$venv/bin/python" -c 'import torch, lightning, wandb, sweeps, typer, yaml, pytest, dask.distributed, submitit, hpc_toolkit' 2>/dev/null
+    "$venv/bin/python" -c 'import torch, lightning, wandb, sweeps, typer, yaml, pytest, dask.distributed, submitit, material, hpc_toolkit' 2>/dev/null
 }
 
 install_venv() {
@@ -72,6 +101,7 @@ venv_for_users() {
   chmod -R a+rX -- "$venv"
 }
 
+install_mermaid
 install_apt
 install_venv
 venv_for_users

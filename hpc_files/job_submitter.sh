@@ -106,6 +106,7 @@ prepare() {
   local source_dir=$1 stamp=$2
   shift 2
   HPC_CMDLINE=("$@") # a resource block's options replace some of them (blocks.sh)
+  hpc_plan_forget_enclosing_job # inside a job: its plan's settings are not the user's
   J_GROUP_COUNT=0
   hpc_parse_options "$@"
   ((OPT_HELP == 0)) || return 0

@@ -49,7 +49,8 @@
 # HPC_SOURCE_DIR, J_PROJECT_NAME, HPC_SCRATCH_DIR, HPC_EXP_NAME), then HPC_*: paths
 # (HPC_EXP_DIR, HPC_OUTPUT_DIR, HPC_TASK_SUBDIRS), the launcher's shape and the job-side
 # settings (hpc_plan_settle_job_side). The job reads no setting from the submitting
-# shell's environment that sbatch happens to pass on.
+# shell's environment that sbatch happens to pass on: the exports start by unsetting every
+# HPC_* variable that came through, so a value the plan leaves out is unset in the job.
 
 # _directive NAME [VALUE]: one "#SBATCH --name=VALUE" line. sbatch reads directive lines
 # like a shell would (quotes removed, a backslash escapes the next character, even inside
@@ -83,6 +84,7 @@ hpc_plan_settle_job_side() {
   J_LIGHTNING_HOOK=${HPC_LIGHTNING_HOOK:-yes}
   J_KEEPER_TIMEOUT=${HPC_KEEPER_TIMEOUT:-120}
   J_CONTAINER_RUNTIME=${HPC_CONTAINER_RUNTIME:-}
+  J_LOCAL_RUN=$((OPT_LOCAL))
   local name
   for name in J_REQUEUE_MARGIN J_KILL_AFTER J_KEEPER_TIMEOUT; do
     is_count "${!name}" || die "HPC_${name#J_}='${!name}' is not a whole number of seconds: fix or unset it"
@@ -91,6 +93,31 @@ hpc_plan_settle_job_side() {
   [[ $J_PREEMPT_WATCH =~ ^(yes|no)$ ]] || die "HPC_PREEMPT_WATCH='$J_PREEMPT_WATCH' is not yes or no: fix or unset it"
   [[ $J_LIGHTNING_HOOK =~ ^(yes|no)$ ]] || die "HPC_LIGHTNING_HOOK='$J_LIGHTNING_HOOK' is not yes or no: fix or unset it"
   ! has_newline "$J_CONTAINER_RUNTIME" || die "HPC_CONTAINER_RUNTIME holds a newline"
+}
+
+# The job-side settings the submitting side reads from its environment (README: The
+# job's environment) and the plan exports again for the job: inside a job of the toolkit
+# they hold that job's plan, not the user's wish (tests/unit/job_env.bats keeps this list
+# complete).
+HPC_PLAN_ENV_SETTINGS=(HPC_VENV HPC_REQUEUE_MARGIN HPC_REQUEUE_ON_TERM HPC_KILL_AFTER
+  HPC_PREEMPT_WATCH HPC_LIGHTNING_HOOK HPC_KEEPER_TIMEOUT HPC_CONTAINER_RUNTIME)
+
+# hpc_plan_forget_enclosing_job: a submission from inside a job of the toolkit (a line that
+# submits follow-up work, an --interactive session) plans as one from a clean shell: each
+# of HPC_PLAN_ENV_SETTINGS whose value is the one the enclosing job's batch script (or
+# session rcfile, $HPC_JOB_SCRIPT) exported is unset here. A value the line set itself
+# (HPC_VENV=/other bash hpc_files/job_submitter.sh ...) differs from it, and counts.
+hpc_plan_forget_enclosing_job() {
+  local script text name q
+  [[ -n ${HPC_JOB_SCRIPT+set} ]] || return 0 # (not ${..:-}: HPC_JOB_SCRIPT is no setting)
+  script=$HPC_JOB_SCRIPT
+  [[ -f $script && -r $script ]] || return 0
+  text=$'\n'$(<"$script")$'\n' || return 0
+  for name in "${HPC_PLAN_ENV_SETTINGS[@]}"; do
+    [[ -n ${!name+set} ]] || continue
+    quote_to q "${!name}"
+    [[ $text != *$'\n'"export $name=$q"$'\n'* ]] || unset -v "$name"
+  done
 }
 
 # hpc_plan_is_array: the submission is an array (more than one line).
@@ -207,6 +234,12 @@ hpc_plan_exports() {
   [[ -n $script ]] || hpc_plan_script_path_to script "$1"
   ! hpc_plan_is_array || subdirs=yes
   [[ -z ${J_PACK:-} ]] || subdirs=no # a packed job's lines each have task_I (pack.sh)
+  # The plan alone speaks to the job: no HPC_* variable of the submitting shell (another
+  # job's, an --interactive session's, a stray export) comes through sbatch (README: The
+  # job's environment). tests/unit/job_env.bats holds the job side to this.
+  # shellcheck disable=SC2016 # the script's text
+  printf '%s\n' '# The plan alone: no HPC_* variable of the submitting shell reaches the job.' \
+    'for _hpc_v in $(compgen -v HPC_); do unset -v "$_hpc_v"; done' 'unset -v _hpc_v'
   _export source_dir "$J_SOURCE_DIR"
   _export project_name "$J_PROJECT_NAME"
   _export scratch_dir "$J_SCRATCH_DIR"
@@ -256,6 +289,8 @@ hpc_plan_exports() {
   _export HPC_PROVIDES_TMPDIR "$J_PROVIDES_TMPDIR"
   _export HPC_LOCAL_SCRATCH "$J_LOCAL_SCRATCH"
   _export HPC_KEEPER_TIMEOUT "$J_KEEPER_TIMEOUT"
+  # --local: the job runs on this machine, under local_slurm/'s stand-ins (local.sh).
+  [[ ${J_LOCAL_RUN:-0} == 0 ]] || _export HPC_LOCAL_RUN 1
   # --data, --results-dir, --sync-every (staging.sh); absent when not used.
   if [[ -n ${J_DATA_ARCHIVE:-} ]]; then
     _export HPC_DATA_ARCHIVE "$J_DATA_ARCHIVE"

@@ -58,7 +58,12 @@ hpc_sbatch() {
   fi
   hpc_sbatch_argv_to argv "$@"
   _job_id="" HPC_SBATCH_SAID=""
-  out=$("${argv[@]}") || rc=$?
+  # A job submitted from inside another (a line that submits follow-up work) is planned
+  # and run as from a clean shell: nothing of the enclosing job's Slurm variables goes in.
+  out=$(
+    hpc_forget_enclosing_job
+    "${argv[@]}"
+  ) || rc=$?
   if ((rc != 0)) || [[ ! ${out%%;*} =~ ^[0-9]+$ ]]; then
     HPC_SBATCH_SAID="exit $rc${out:+, said: $out}"
     return 1

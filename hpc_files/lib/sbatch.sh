@@ -3,7 +3,8 @@
 # (venv.sh) and the node cleanup (plai_cleanups/submit_cleanup.sh) all go through
 # hpc_sbatch, which runs `sbatch --parsable`, checks that it printed a job id and notes the
 # job for the submissions ledger (ledger.sh); `sbatch --version` is asked here too. No
-# other file runs the sbatch command.
+# other file runs the sbatch command. Every call runs without an enclosing job's Slurm
+# variables (hpc_forget_enclosing_job, hpc_lib.sh).
 
 HPC_LEDGER_PENDING="" # the ledger lines of this submission, written by hpc_ledger_flush
 
@@ -13,6 +14,7 @@ HPC_LEDGER_PENDING="" # the ledger lines of this submission, written by hpc_ledg
 hpc_sbatch_version_start() {
   [[ -z ${HPC_SBATCH_VERSION_FD:-} ]] && command -v sbatch >/dev/null || return 0
   exec {HPC_SBATCH_VERSION_FD}< <(
+    hpc_forget_enclosing_job
     sbatch --version 2>&1
     printf '\n%d\n' "$?"
   )
@@ -33,7 +35,10 @@ hpc_sbatch_version_to() {
     [[ $rc =~ ^[0-9]+$ ]] || rc=1
     return "$rc"
   fi
-  _said=$(sbatch --version 2>&1)
+  _said=$(
+    hpc_forget_enclosing_job
+    sbatch --version 2>&1
+  )
 }
 
 # hpc_sbatch_argv_to ARRAY ARG...: the exact command line hpc_sbatch runs for ARG...

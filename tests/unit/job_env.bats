@@ -141,7 +141,6 @@ garbage_env_to() {
   echo "$output"
   [ "$status" -eq 0 ]
   [ "$(sbatch_calls)" -eq 1 ]
-  run cat "$BATS_TEST_TMPDIR/sbatch.env"
   run ! grep -E '^(SLURM_ARRAY|SLURM_JOB_ID|SLURM_MEM|SLURM_NTASKS|SRUN_|SLURMD_|SALLOC_)' "$BATS_TEST_TMPDIR/sbatch.env"
   run cat "$BATS_TEST_TMPDIR/sbatch.env"
   grep -qx 'SLURM_CONF=/etc/slurm/x.conf' <<<"$output"

@@ -146,6 +146,7 @@ prepare() {
     hpc_plan_chunks
   fi
   hpc_debug_check_plan # --local: every task's chunk on one node
+  hpc_plan_check_dependencies # the user's --dependency joins the toolkit's (plan.sh)
   if ((OPT_DRY_RUN == 0 && OPT_LOCAL == 0)); then
     need_sbatch
     # The Slurm version, --time within MaxTime, --gpu-type (each distinct request of the

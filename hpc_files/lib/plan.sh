@@ -215,14 +215,69 @@ hpc_plan_array_to() {
 # hpc_plan_sbatch_args_to ARRAY K [VENV_JOB [PREVIOUS_JOB]]: hpc_sbatch's arguments for
 # chunk K: a failed venv job cancels it (afterok) instead of leaving it pending forever;
 # with --max-parallel each chunk waits for the one before (afterany), so the cap holds.
+# The user's own --sbatch-option=--dependency=... (an #SBATCH line of the script, which a
+# --dependency on the command line would replace) is joined to these, never dropped.
 hpc_plan_sbatch_args_to() {
   local -n _args=$1
-  local dep=${3:+afterok:$3} script
+  local dep=${3:+afterok:$3} script user all
   [[ -z $J_MAX_PARALLEL || -z ${4:-} ]] || dep+=${dep:+,}afterany:$4
   hpc_plan_script_path_to script "$2"
   _args=()
-  [[ -z $dep ]] || _args+=("--dependency=$dep" --kill-on-invalid-dep=yes)
+  if [[ -n $dep ]]; then
+    hpc_plan_with_chunk "$2" hpc_plan_user_dependency_to user
+    hpc_plan_dependency_combine_to all "$user" "$dep" ||
+      die "chunk $(($2 + 1)): --dependency '$user' cannot be joined to $dep (hpc_plan_check_dependencies lets none through)"
+    _args+=("--dependency=$all" --kill-on-invalid-dep=yes)
+  fi
   _args+=("$script")
+}
+
+# hpc_plan_user_dependency_to VAR: the value of the user's --sbatch-option=--dependency=...
+# in force (sbatch takes any unambiguous prefix, --dep=...; the last one wins, as in
+# sbatch), "" when there is none.
+hpc_plan_user_dependency_to() {
+  local -n _ud=$1
+  local _ud_o _ud_name
+  _ud=""
+  for _ud_o in "${J_SBATCH_OPTIONS[@]}"; do
+    [[ $_ud_o == --*=* ]] || continue
+    _ud_name=${_ud_o%%=*} _ud_name=${_ud_name#--}
+    if ((${#_ud_name} >= 3)) && [[ dependency == "$_ud_name"* ]]; then
+      _ud=${_ud_o#*=}
+    fi
+  done
+}
+
+# hpc_plan_dependency_combine_to VAR USER OWN: one --dependency value that asks for both
+# the user's dependency and the toolkit's: "USER,OWN" (',': all of them hold; USER may be
+# "afterok:1:2" or "afterok:1,afterany:2"). A USER of alternatives ("afterok:1?afterok:2",
+# '?': any of them) cannot be joined to OWN, since Slurm does not mix ',' and '?' in one
+# value: returns 1.
+hpc_plan_dependency_combine_to() {
+  local -n _dc=$1
+  if [[ -z $2 || -z $3 ]]; then
+    _dc=$2$3
+    return 0
+  fi
+  [[ $2 != *\?* ]] || return 1
+  _dc=$2,$3
+}
+
+# hpc_plan_check_dependencies: before anything is written, refuse a user's dependency of
+# alternatives ('?') where the toolkit adds its own (--setup-venv on every chunk;
+# --max-parallel on every chunk after the first).
+hpc_plan_check_dependencies() {
+  local k user own
+  for k in "${!J_CHUNKS[@]}"; do
+    hpc_plan_with_chunk "$k" hpc_plan_user_dependency_to user
+    [[ $user == *\?* ]] || continue
+    own=""
+    ((OPT_SETUP_VENV == 0)) || own="--setup-venv (the venv job must succeed first)"
+    ((k == 0)) || [[ -z $J_MAX_PARALLEL ]] ||
+      own+="${own:+, and }--max-parallel across ${#J_CHUNKS[@]} arrays (each waits for the one before)"
+    [[ -z $own ]] ||
+      die "--sbatch-option=--dependency=$user gives alternatives ('?': any of them), which Slurm cannot join to the toolkit's own dependency for $own in one --dependency: write yours with ',' (all of them), or drop what adds the toolkit's"
+  done
 }
 
 # hpc_plan_exports K [SCRIPT]: the job's variables for chunk K, as its batch script sets

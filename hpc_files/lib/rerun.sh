@@ -156,7 +156,7 @@ _rerun_dry_run() {
 # "ID COUNT SPEC COPY OFFSET LOG"); if sbatch refuses one, cancel those already in and
 # remove every copy.
 _rerun_submit_all() {
-  local base=$1 entry script spec count offset log data k=0 text copy id prev=""
+  local base=$1 entry script spec count offset log data k=0 text copy id prev="" sbatch_rc
   local -a written=() ids=() dep
   RERUN_SUBMITTED=()
   for entry in "${RERUN_SCRIPTS[@]}"; do
@@ -171,7 +171,13 @@ _rerun_submit_all() {
     # A --max-parallel cap (%N) holds across the arrays: each waits for the one before.
     dep=()
     [[ -z $prev || -z $RERUN_CAP ]] || dep=("--dependency=afterany:$prev" --kill-on-invalid-dep=yes)
-    if ! hpc_sbatch id --ledger job "$count" "$copy" "$offset" "$log" "${dep[@]}" "$copy"; then
+    sbatch_rc=0
+    hpc_sbatch id --ledger job "$count" "$copy" "$offset" "$log" "${dep[@]}" "$copy" || sbatch_rc=$?
+    if ((sbatch_rc == 2)); then
+      hpc_ledger_flush
+      hpc_sbatch_unsure_die "$copy" "${ids[@]}"
+    fi
+    if ((sbatch_rc != 0)); then
       ((${#ids[@]} == 0)) || scancel "${ids[@]}" || warn "could not cancel jobs ${ids[*]}: cancel them with scancel"
       rm -f -- "${written[@]}"
       HPC_LEDGER_PENDING=""

@@ -3,7 +3,7 @@
 # sbatch's --parsable answer; no file of a job that may be queued is removed (Slurm is asked
 # when unsure); the user's --dependency is joined to the toolkit's, and --dry-run shows it.
 
-# shellcheck disable=SC2030,SC2031 # each @test runs in a subshell of its own
+# shellcheck disable=SC2030,SC2031,SC2016 # each @test runs in a subshell of its own; the inner shells expand $
 load ../helpers/common
 
 setup() {

@@ -208,7 +208,7 @@ main() {
   hpc_print_submitted "${submitted[@]}"
   hpc_pack_print_submitted
   hpc_code_record
-  ! hpc_sweep_requested || hpc_sweep_submitted
+  ! hpc_sweep_requested || hpc_sweep_submitted "${submitted[@]}"
 }
 
 [[ ${BASH_SOURCE[0]} != "$0" ]] || main "$@"

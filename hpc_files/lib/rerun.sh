@@ -215,6 +215,15 @@ hpc_rerun() {
     die "--rerun '${OPT_RERUN:0:100}' is not a Slurm job id: give a job id that job_submitter.sh printed (any job of the submission; hpc status lists them)"
   _rerun_plan_to plan
   _rerun_read_plan "$plan"
+  if ((OPT_DRY_RUN == 0)); then
+    # One rerun of a submission at a time: the check again under its lock, held until
+    # this process has submitted and written the ledger (a second one then finds this
+    # one's jobs and is refused: "already rerun").
+    local lock=$J_SCRATCH_DIR/hpc_outputs/jobs/.$RERUN_OF.rerun.lock
+    hpc_submission_lock "$lock" "$lock" "a rerun of submission $RERUN_OF"
+    _rerun_plan_to plan
+    _rerun_read_plan "$plan"
+  fi
   J_EXP_NAME=$RERUN_EXP J_SUBMISSION_ID=$RERUN_EXP-$1 J_RERUN_OF=$RERUN_OF
   _rerun_print_tasks
   if ((OPT_DRY_RUN)); then
@@ -223,6 +232,7 @@ hpc_rerun() {
   fi
   confirm_large_array "${#RERUN_TASKS[@]}"
   HPC_DIE_STATUS=1 # from here on a failure is the machine's or Slurm's
+  hpc_submission_lock_note "job_submitter.sh --rerun $OPT_RERUN"
   _rerun_submit_all "$J_SCRATCH_DIR/hpc_outputs/jobs/$J_SUBMISSION_ID-rerun"
   _rerun_record
 }

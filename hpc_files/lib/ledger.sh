@@ -48,11 +48,16 @@ hpc_ledger_append() {
 # 1), naming the first from HOLDER, the note it writes (hpc_submission_lock_note) once it
 # is about to submit.
 hpc_submission_lock() {
-  local holder=""
+  local holder="" rc=0
   exec {HPC_SUBMISSION_LOCK_FD}<>"$1" || die "cannot open $1 to lock it: check that \$SCRATCH is writable"
-  if ! flock -n "$HPC_SUBMISSION_LOCK_FD"; then
+  # 75: held by another. Anything else: the filesystem has no flock (Lustre mounted
+  # without -o flock answers ENOSYS): go on unlocked, as before locks, and say so.
+  flock -n -E 75 "$HPC_SUBMISSION_LOCK_FD" 2>/dev/null || rc=$?
+  if ((rc == 75)); then
     [[ ! -f $2 ]] || IFS= read -r holder <"$2" || true
     HPC_DIE_STATUS=1 die "$3 is being submitted right now by another job_submitter.sh (${holder:-it has not said which yet}): nothing was submitted; when it has ended, see hpc status"
+  elif ((rc != 0)); then
+    warn "could not lock $1 (does its filesystem support flock?): $3 goes on without the lock that keeps two of them from submitting at once"
   fi
   HPC_SUBMISSION_HOLDER=$2
   [[ ! -s $2 ]] || : >"$2" # an earlier holder's note (it has ended) is not this one's

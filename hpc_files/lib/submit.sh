@@ -86,6 +86,8 @@ hpc_submit_plan() {
 hpc_sbatch_unsure_die() {
   local script=$1
   shift
+  # An offline sweep's folder too: a queued point's agent reads it.
+  [[ -z ${HPC_SWEEP_WRITTEN_DIR:-} ]] || hpc_keep_at_exit "$HPC_SWEEP_WRITTEN_DIR"
   die "could not tell whether sbatch queued $script: its answer held no job id ($HPC_SBATCH_SAID) and squeue could not be asked. Every file is kept, since a queued job reads them${*:+; jobs $* are in}. Check with: squeue -u ${USER:-\$USER} -o '%A %o' (the job whose command is $script); if there is none, submit again"
 }
 

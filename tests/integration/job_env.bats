@@ -115,16 +115,17 @@ EOF2
 }
 
 @test "a BASH_ENV that prints a line: a 2-node job makes its folders on both nodes and runs; the command keeps BASH_ENV" {
-  printf '%s\n' 'echo "a line from BASH_ENV"' 'export FROM_BASH_ENV=yes' >"$BATS_TEST_TMPDIR/bash_env.sh"
-  printf '%s\n' 'bash -c '"'"'echo "bash_env_var=${FROM_BASH_ENV:-no}"'"'" >"$PROJECT/experiment_configurations.txt"
-  BASH_ENV=$BATS_TEST_TMPDIR/bash_env.sh submit -e benv -N 2 --partition notmpdir --time 5
+  printf '%s\n' 'echo "a line from BASH_ENV"' >"$BATS_TEST_TMPDIR/bash_env.sh"
+  printf '%s\n' 'echo "rank $RANK: BASH_ENV=${BASH_ENV:-none}"' >"$PROJECT/experiment_configurations.txt"
+  BASH_ENV=$BATS_TEST_TMPDIR/bash_env.sh submit -e benv -N 2 -d script --partition notmpdir --time 5
   wait_job "$JOB_ID" 180
   local log
   log=$(job_log "$JOB_ID" benv)
   cat "$log"
   [ "$(job_state "$JOB_ID")" = COMPLETED ]
   grep -q 'made by the job on 2 node(s)' "$log"
-  grep -q 'bash_env_var=yes' "$log"
+  grep -qx "rank 0: BASH_ENV=$BATS_TEST_TMPDIR/bash_env.sh" "$log"
+  grep -qx "rank 1: BASH_ENV=$BATS_TEST_TMPDIR/bash_env.sh" "$log"
   run ! grep -q 'srun --overlap' "$log"
 }
 

@@ -167,3 +167,16 @@ SQUEUE
   rm -rf "${SCRATCH:?}"/*
   refused "--max-parallel across 2 arrays" -e b --max-parallel 1 --sbatch-option=--dependency=afterok:55?afterok:56
 }
+
+@test "no id and no squeue for an offline sweep: its folder is kept too (a queued point's agent reads it)" {
+  rm -rf "$PROJECT/.venv"
+  ln -s "$REPO_ROOT/.venv" "$PROJECT/.venv"
+  printf 'program: x.py\nmethod: grid\nparameters:\n  lr: {values: [1, 2]}\n' >"$PROJECT/sweep.yml"
+  wrapper_sbatch "NOTICE: queued" "" no-id
+  squeue_says fail
+  run --separate-stderr submitter --sweep sweep.yml -e sw
+  echo "$stderr"
+  [ "$status" -eq 1 ]
+  [[ $stderr == *"could not tell whether sbatch queued"* ]]
+  [ "$(find "$SCRATCH/proj/sweeps" -name sweep.json | wc -l)" -eq 1 ]
+}

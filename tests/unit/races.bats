@@ -23,12 +23,14 @@ setup() {
   GATE=$BATS_TEST_TMPDIR/gate
 }
 
-# gated_sbatch: from now on sbatch says "at the gate" (in $GATE.reached) and waits until
-# $GATE exists before it answers.
+# gated_sbatch: from now on sbatch, called with GATED=1 in its environment, says "at the
+# gate" (in $GATE.reached) and waits until $GATE exists before it answers; without GATED
+# it answers at once (so a second submission that should have been refused submits,
+# and the test fails, instead of waiting forever).
 gated_sbatch() {
   cat >"$BATS_TEST_TMPDIR/slurm/sbatch" <<GATED
 #!/usr/bin/env bash
-[[ \${1:-} != --version ]] || exec "$REPO_ROOT/tests/helpers/stubs/sbatch" "\$@"
+[[ \${1:-} != --version && -n \${GATED:-} ]] || exec "$REPO_ROOT/tests/helpers/stubs/sbatch" "\$@"
 echo "\$\$" >>"$GATE.reached"
 while [[ ! -e "$GATE" ]]; do sleep 0.05; done
 exec "$REPO_ROOT/tests/helpers/stubs/sbatch" "\$@"
@@ -61,7 +63,7 @@ five_submitted() {
 @test "two --rerun of one submission at once: exactly one submits; the other is refused, naming it" {
   five_submitted
   gated_sbatch
-  submitter --rerun 4242 >"$BATS_TEST_TMPDIR/first.out" 2>&1 &
+  GATED=1 submitter --rerun 4242 >"$BATS_TEST_TMPDIR/first.out" 2>&1 &
   local first=$!
   wait_for "$GATE.reached"
   run --separate-stderr submitter --rerun 4242
@@ -124,7 +126,7 @@ a_sweep() {
 @test "two --resume-sweep of one sweep at once: exactly one submits; the other is refused, naming it" {
   a_sweep 3
   gated_sbatch
-  submitter --resume-sweep "$SWEEP_ID" >"$BATS_TEST_TMPDIR/first.out" 2>&1 &
+  GATED=1 submitter --resume-sweep "$SWEEP_ID" >"$BATS_TEST_TMPDIR/first.out" 2>&1 &
   local first=$!
   wait_for "$GATE.reached"
   run --separate-stderr submitter --resume-sweep "$SWEEP_ID"

@@ -223,9 +223,10 @@ hpc_settle_paths() {
 }
 
 # hpc_validate_commands [INDEX...]: what a launcher needs of each command line (after
-# hpc_read_configs): torchrun's form, read by the one parser that rewrites the lines later
+# hpc_read_configs): no launcher of its own under one that starts the processes, torchrun's form, read by the one parser that rewrites the lines later
 # (count_args.sh); of the commands INDEX... only (a resource block's: blocks.sh), else all.
 hpc_validate_commands() {
+  hpc_refuse_launcher_lines "$@"
   hpc_torchrun_commands --check "$@"
 }
 

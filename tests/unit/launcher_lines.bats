@@ -50,3 +50,18 @@ refused() {
   [ "$status" -eq 0 ]
   [[ $output == *"torchrun --nnodes=2"*"train.py --launcher torchrun"* ]]
 }
+
+@test "a relative output folder among a line's arguments is a warning at submission, naming the task's folders" {
+  make_project proj 'python train.py --out_dir=out --lr 1
+python train.py --output_dir "runs" --lr 2
+python train.py --out_dir=$HPC_CHECKPOINT_DIR
+python train.py --save_dir /abs/path --log-level 3'
+  run --separate-stderr submitter --cluster local --venv none -n
+  [ "$status" -eq 0 ]
+  [[ $stderr == *"warning: line(s) 1, 2 of the commands write output to a relative folder in the project (--out_dir out)"* ]]
+  [[ $stderr == *'--out_dir=$HPC_CHECKPOINT_DIR'* && $stderr == *'$HPC_RESULTS_DIR'* ]]
+  make_project proj2 'python train.py --out_dir=$SCRATCH/x --log_level info'
+  run --separate-stderr submitter --cluster local --venv none -n
+  [ "$status" -eq 0 ]
+  [[ $stderr != *"relative folder"* ]]
+}

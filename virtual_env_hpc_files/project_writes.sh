@@ -7,6 +7,9 @@
 # command (find -maxdepth 1: never a walk of the tree, no inotify, nothing in the program).
 # Sourced by job_runtime.sh.
 
+# shellcheck source=virtual_env_hpc_files/job_lib.sh
+source "${BASH_SOURCE[0]%/*}/job_lib.sh"
+
 # Entries that Python and common tools make beside the code on their own: not outputs.
 HPC_PROJECT_WRITES_IGNORE=" __pycache__ .git .ipynb_checkpoints .pytest_cache .mypy_cache .ruff_cache "
 

@@ -4,6 +4,8 @@
 # -d lightning refuse it at submission (exit 2, nothing written), naming what to write
 # instead; -d none runs it as it is. On the cluster: tests/integration/programs.bats.
 
+# shellcheck disable=SC2016 # the variables' names, as lines and messages hold them
+
 load ../helpers/common
 
 setup() {

@@ -4,6 +4,8 @@
 # instead; Python's own __pycache__ and entries older than the command are not named.
 # On the cluster: tests/integration/programs.bats.
 
+# shellcheck disable=SC2016 # the variables' names, as the message holds them
+
 load ../helpers/common
 
 setup() {
@@ -15,8 +17,8 @@ setup() {
 # check SCRIPT: run SCRIPT in the project folder after the start mark, then the check.
 check() {
   # shellcheck disable=SC2016 # expanded by the inner shell
-  run bash -c 'hpc_log() { echo "LOG $*"; }
-    source "$1/virtual_env_hpc_files/project_writes.sh"
+  run bash -c 'source "$1/virtual_env_hpc_files/project_writes.sh"
+    hpc_log() { echo "LOG $*"; }
     cd "$2" && HPC_EXP_DIR=/s/exp since=$EPOCHREALTIME && eval "$3" && hpc_project_writes_since "$since"' \
     _ "$REPO_ROOT" "$BATS_TEST_TMPDIR/p" "$1"
 }

@@ -20,8 +20,9 @@ def run(code: str, nodes: int, per_node: int) -> subprocess.CompletedProcess[str
                           text=True, timeout=600)  # a loaded machine: imports take long
 
 
-TRAINER = "import lightning as L; t = L.Trainer({args}, logger=False, enable_progress_bar=False)\n" \
-          "print('COUNTS', t.num_nodes, t.num_devices, type(t.strategy).__name__)"
+TRAINER = ("import lightning as L\n"
+           "t = L.Trainer({args}, logger=False, enable_progress_bar=False)\n"
+           "print('COUNTS', t.num_nodes, t.num_devices, type(t.strategy).__name__)")
 
 
 def test_trainer_defaults_become_the_jobs_counts() -> None:

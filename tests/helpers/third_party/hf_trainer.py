@@ -4,8 +4,13 @@ the command line (HfArgumentParser), resume from the last checkpoint in --output
 import os
 
 import torch
-from transformers import (BertConfig, BertForSequenceClassification, HfArgumentParser,
-                          Trainer, TrainingArguments)
+from transformers import (
+    BertConfig,
+    BertForSequenceClassification,
+    HfArgumentParser,
+    Trainer,
+    TrainingArguments,
+)
 from transformers.trainer_utils import get_last_checkpoint
 
 

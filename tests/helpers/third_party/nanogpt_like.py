@@ -5,6 +5,7 @@ import os
 import sys
 import time
 from ast import literal_eval
+from contextlib import suppress
 
 out_dir = "out"
 max_iters = 3
@@ -13,14 +14,12 @@ learning_rate = 6e-4
 for arg in sys.argv[1:]:  # configurator.py, abridged
     key, val = arg[2:].split("=", 1)
     assert key in globals(), f"unknown config key: {key}"
-    try:
+    with suppress(SyntaxError, ValueError):
         val = literal_eval(val)
-    except (SyntaxError, ValueError):
-        pass
     globals()[key] = val
 
 os.makedirs(out_dir, exist_ok=True)
-for it in range(max_iters):
+for _ in range(max_iters):
     time.sleep(0.1)
 with open(os.path.join(out_dir, "ckpt.pt"), "w") as f:
     f.write(f"iter {max_iters} lr {learning_rate}\n")

@@ -11,7 +11,7 @@
 #
 # Options take their value as the next word or after '=' (--gpus=2). Environment:
 # SCRATCH (required), HPC_CLUSTER, HPC_VENV, HPC_PROJECT_NAME, HPC_QUIET, HPC_MAIL_USER.
-# See README.md.
+# See README.md and docs/ (docs/reference.md: every option).
 set -euo pipefail
 
 HPC_PROG=job_submitter.sh

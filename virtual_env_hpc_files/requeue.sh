@@ -320,7 +320,7 @@ hpc_after_command() {
         hpc_log "the program exited with $rc after the warning and nothing in $HPC_CHECKPOINT_DIR was written during this attempt (attempt $((restarts + 1)), $restarts restart(s) so far)"
       fi
       hpc_log "no checkpoint was written after the warning: not requeued"
-      hpc_log "to be requeued, save to \$HPC_CHECKPOINT_DIR when SIGUSR1 (or SIGTERM) arrives and exit (README: Wall time, preemption and requeue)"
+      hpc_log "to be requeued, save to \$HPC_CHECKPOINT_DIR when SIGUSR1 (or SIGTERM) arrives and exit (docs/requeue.md)"
       return "$HPC_EXIT_NO_PROGRESS"
       ;;
     limit)

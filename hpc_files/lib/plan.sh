@@ -73,7 +73,7 @@ _export() {
 }
 
 # hpc_plan_settle_job_side: the settings the job side reads, decided here once from the
-# submitting environment (README: Wall time, preemption and requeue; Staging; Containers).
+# submitting environment (docs/requeue.md, docs/data.md, docs/containers.md).
 hpc_plan_settle_job_side() {
   J_REQUEUE_MARGIN=${HPC_REQUEUE_MARGIN:-15}
   J_REQUEUE_ON_TERM=${HPC_REQUEUE_ON_TERM:-auto}
@@ -243,8 +243,8 @@ hpc_plan_exports() {
   _export HPC_SIGNAL_GRACE "$J_SIGNAL_GRACE"
   _export HPC_MAX_RESTARTS "$J_MAX_RESTARTS"
   _export HPC_REQUEUE "$J_REQUEUE"
-  # Job-side settings taken from the submitting environment once, here (README: Wall
-  # time, preemption and requeue), not through what sbatch passes on.
+  # Job-side settings taken from the submitting environment once, here (docs/requeue.md),
+  # not through what sbatch passes on.
   _export HPC_REQUEUE_MARGIN "$J_REQUEUE_MARGIN"
   _export HPC_REQUEUE_ON_TERM "$J_REQUEUE_ON_TERM"
   _export HPC_KILL_AFTER "$J_KILL_AFTER"

@@ -17,7 +17,11 @@ HPC_PROJECT_WRITES_IGNORE=" __pycache__ .git .ipynb_checkpoints .pytest_cache .m
 # top-level entries made or changed since START (an epoch, $EPOCHREALTIME) in a warning
 # in the job log, with the task's folders to pass instead.
 hpc_project_writes_since() {
-  local since=$1 entry name list=""
+  local entry name list="" us since
+  # 0.1 s earlier than START: the kernel stamps files with a coarse clock (one tick, a few
+  # ms, behind $EPOCHREALTIME), so a file made at once would look older than START.
+  us=$((${1%.*} * 1000000 + 10#${1#*.} - 100000))
+  printf -v since "%d.%06d" $((us / 1000000)) $((us % 1000000))
   while IFS= read -r -d '' entry; do
     name=${entry#./}
     [[ $HPC_PROJECT_WRITES_IGNORE != *" $name "* && $name != *.egg-info ]] || continue

@@ -12,6 +12,8 @@ setup() {
   hermetic_env
   mkdir -p "$BATS_TEST_TMPDIR/p/old_dir" "$BATS_TEST_TMPDIR/p/data"
   touch "$BATS_TEST_TMPDIR/p/train.py"
+  # made well before the command (the check looks 0.1 s back: the kernel's coarse clock)
+  touch -d '-1 minute' "$BATS_TEST_TMPDIR/p/train.py" "$BATS_TEST_TMPDIR/p/old_dir" "$BATS_TEST_TMPDIR/p/data"
 }
 
 # check SCRIPT: run SCRIPT in the project folder after the start mark, then the check.

@@ -133,6 +133,7 @@ prepare() {
   hpc_pack_settle # --pack, --lines-per-job (pack.sh)
   hpc_settle_paths "$source_dir"
   hpc_sweep_requested || hpc_check_scripts_exist
+  hpc_sweep_requested || hpc_check_relative_outputs
   settle_commands
   hpc_code_settle
   hpc_mail_settle

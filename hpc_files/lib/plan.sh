@@ -337,7 +337,7 @@ hpc_plan_exports() {
   _export HPC_REQUEUE_ON_TERM "$J_REQUEUE_ON_TERM"
   _export HPC_KILL_AFTER "$J_KILL_AFTER"
   _export HPC_PREEMPT_WATCH "$J_PREEMPT_WATCH"
-  [[ $J_LAUNCHER != lightning ]] || _export HPC_LIGHTNING_HOOK "$J_LIGHTNING_HOOK"
+  [[ ! $J_LAUNCHER =~ ^(lightning|script|torchrun)$ ]] || _export HPC_LIGHTNING_HOOK "$J_LIGHTNING_HOOK"
   _export HPC_VENV "$J_VENV"
   [[ -z ${J_WANDB_KEY_FILE:-} ]] || _export HPC_WANDB_KEY_FILE "$J_WANDB_KEY_FILE"
   _export HPC_MODULES "$J_MODULES"

@@ -112,12 +112,13 @@ hpc_venv_local_setup() {
   rm -rf -- "$tmp" "$dest"
   if ! { mkdir -m 700 -- "$tmp" && tar -x -f "$archive" "${opts[@]}" -C "$tmp" &&
     _hpc_venv_local_rewrite "$tmp" "$dest" "${olds[@]}" && : >"$tmp/.hpc_venv_ready" &&
-    mv -T -- "$tmp" "$dest"; }; then
+    { mv -T -- "$tmp" "$dest" || [[ -f $dest/.hpc_venv_ready ]]; }; }; then
     rm -rf -- "$tmp"
     exec {fd}>&-
     hpc_error "unpacking the venv $archive into $dest failed (the message above says why)"
     return 1
   fi
+  rm -rf -- "$tmp" # (left only when another job's copy won the rename)
   exec {fd}>&-
   local size
   human_bytes_to size "$((10#$bytes))"

@@ -22,17 +22,15 @@
 # Archives are pruned like --data's (staging.sh): once no job of theirs is queued and their
 # last submission is older than HPC_STAGING_KEEP_MIN minutes.
 
-# Where the node-local copies live (profile: HPC_VENV_LOCAL_DIR): %u = the user. The same
-# path on every node (the batch shell hands its PATH to the tasks of every node), so no %n.
-HPC_VENV_LOCAL_DIR_DEFAULT=/tmp/hpc_venvs_%u
-
 # hpc_venv_local_settle: J_VENV_TO_LOCAL (yes|no) from --venv-to-local, --no-venv-to-local
 # and the profile's HPC_VENV_TO_LOCAL; for yes, judge the venv and walk its manifest
 # (J_VENV_LOCAL_SHA, J_VENV_LOCAL_ARCHIVE ...). Writes nothing. After hpc_settle_container.
 hpc_venv_local_settle() {
   J_VENV_TO_LOCAL=no J_VENV_LOCAL_ARCHIVE="" J_VENV_LOCAL_SHA="" J_VENV_LOCAL_KEY=""
   J_VENV_LOCAL_STATE="" J_VENV_LOCAL_JOBS="" J_VENV_LOCAL_BYTES=0 J_VENV_LOCAL_REAL=""
-  J_VENV_LOCAL_DIR=${HPC_VENV_LOCAL_DIR:-$HPC_VENV_LOCAL_DIR_DEFAULT}
+  # Where the node-local copies live (profile: HPC_VENV_LOCAL_DIR, %u = the user): the same
+  # path on every node (the batch shell hands its PATH to the tasks of every node), no %n.
+  J_VENV_LOCAL_DIR=$HPC_VENV_LOCAL_DIR
   local asked=${HPC_VENV_TO_LOCAL:-no} explicit=0
   [[ $asked =~ ^(yes|no)$ ]] ||
     die "cluster profile $HPC_PROFILE_FILE: HPC_VENV_TO_LOCAL must be yes or no, not '$asked'"
@@ -61,6 +59,9 @@ hpc_venv_local_settle() {
     die "cluster profile $HPC_PROFILE_FILE: HPC_VENV_LOCAL_DIR '$J_VENV_LOCAL_DIR' must be an absolute path on one line (for example /tmp/hpc_venvs_%u)"
   [[ $J_VENV_LOCAL_DIR != *%n* ]] ||
     die "cluster profile $HPC_PROFILE_FILE: HPC_VENV_LOCAL_DIR '$J_VENV_LOCAL_DIR' holds %n: the venv's copy must have the same path on every node (the tasks of all nodes run the batch shell's PATH); use a folder on each node's local disk whose path is the same, e.g. /tmp/hpc_venvs_%u"
+  if [[ ! -f $J_VENV/pyvenv.cfg || ! -f $J_VENV/bin/activate ]] && ((explicit == 0)); then
+    return 0 # the profile's default; a missing venv is hpc_venv_check's to report
+  fi
   [[ -f $J_VENV/pyvenv.cfg && -f $J_VENV/bin/activate ]] ||
     die "--venv-to-local: $J_VENV is not a virtual environment (no pyvenv.cfg or bin/activate): create it first (python3 -m venv '$J_VENV'), or drop --venv-to-local"
   [[ ! -L $J_VENV ]] ||

@@ -146,6 +146,8 @@ venv_candidates_to() {
 # was asked, under its lock), with its job list.
 clean_venv() {
   local entry=$1 base id users=()
+  # Another node's cleanup (nodes that share this disk) removed it while this one waited.
+  [[ -e $entry || -L $entry ]] || return 0
   base=${entry%.tmp.*}
   if [[ $entry == "$base" ]]; then
     shopt -s nullglob

@@ -168,3 +168,18 @@ PROBE='python -c "import os, sys, smallpkg; print(\"PREFIX\", os.environ.get(\"S
   [ -z "$(submitted_ids)" ]
   [ ! -e "$SCRATCH/proj/.hpc_staging" ]
 }
+
+@test "--pack: every line of a packed job runs the node-local copy; --local too" {
+  printf '%s\n' "$PROBE" "$PROBE" >"$PROJECT/experiment_configurations.txt"
+  submit --cluster "$PROFILE" --venv-to-local --pack 2 --cpus 2 -e packed
+  wait_job "$JOB_ID"
+  local copy
+  copy=$(echo "$COPIES"/root/venv-*[0-9a-f])
+  [ "$(cat "$SCRATCH"/proj/hpc_outputs/packed-"$JOB_ID"* | grep -c "^PREFIX node[0-9] $copy $copy v1$")" -eq 2 ] || {
+    cat "$SCRATCH"/proj/hpc_outputs/packed-"$JOB_ID"*
+    return 1
+  }
+  run --separate-stderr submitter --cluster "$PROFILE" --venv-to-local --local -e loc
+  [ "$status" -eq 0 ] || { echo "$stderr"; return 1; }
+  [ "$(grep -c "^PREFIX .* $copy $copy v1$" <<<"$output")" -eq 2 ] || { echo "$output"; return 1; }
+}

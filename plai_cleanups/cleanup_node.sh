@@ -224,7 +224,6 @@ main() {
   fi
   if [[ ! -d $ROOT ]]; then
     note "no local scratch folder $ROOT on this node: nothing to do there"
-    ROOT=$venv_root
     [[ -z $venv_root ]] || ROOT_DEV=$(stat -c '%d' -- "$venv_root" 2>/dev/null || echo none)
     if ((${#venv_candidates[@]})); then
       declare -gA QUEUED=()

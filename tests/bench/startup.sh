@@ -4,7 +4,10 @@
 # network filesystem's latency per file lookup), against --venv-to-local (the venv unpacked
 # onto the node's local disk), against a venv already on local disk (the floor).
 #
-# Usage: bash tests/bench/startup.sh     (root; the local cluster of HPC_LOCAL_CLUSTER_DIR)
+# Usage: bash tests/bench/startup.sh [--report]   (root; the cluster of HPC_LOCAL_CLUSTER_DIR)
+#   --report: only print the summary of the last run's results (HPC_BENCH_DIR/results.txt)
+# Environment: HPC_BENCH_SHAPES (default "1task 2nodes 4tasks"), HPC_BENCH_SLOW_ROUNDS
+# (default "1 2": the slow filesystem's rounds; "1" saves its second, slowest run).
 #
 # Shapes: 1 task; 4 tasks on one node (an array pinned to node1); 2 nodes (-d script, one
 # task per node). Each shape runs twice per mode: round 1 on a "cold" node (no node-local
@@ -34,16 +37,59 @@ done
 "$SRC_VENV/bin/python" -c 'import torch, lightning' 2>/dev/null ||
   { echo "startup.sh: $SRC_VENV has no torch and lightning (HPC_BENCH_VENV)" >&2; exit 2; }
 
+RESULTS=$BENCH/results.txt SUMMARY=$BENCH/summary.txt
+
+# report: the summary of RESULTS (and of the figures in SUMMARY, written by the run).
+report() {
+  [[ ! -f $SUMMARY ]] || cat "$SUMMARY"
+  printf '\njob start -> import torch, lightning done, seconds (median over the round'"'"'s tasks; min-max)\n'
+  printf '%-8s %-6s %-22s %-22s %-8s\n' shape round slow local floor
+  for shape in 1task 4tasks 2nodes; do
+    for round in 1 2; do
+      line=$(printf '%-8s %-6s' "$shape" "$round")
+      for mode in slow local floor; do
+        mapfile -t t < <(awk -v s="$shape" -v m="$mode" -v r="$round" '$1 == s && $2 == m && $3 == r { print $6 }' "$RESULTS" | sort -n)
+        if ((${#t[@]})); then
+          line+=$(printf ' %-22s' "$(median "${t[@]}") (${t[0]}-${t[-1]})")
+        else
+          line+=$(printf ' %-22s' "-")
+        fi
+      done
+      printf '%s\n' "$line"
+    done
+  done
+  printf '\nratios (median): local/floor and slow/local per shape and round\n'
+  for shape in 1task 4tasks 2nodes; do
+    for round in 1 2; do
+      for mode in slow local floor; do
+        mapfile -t t < <(awk -v s="$shape" -v m="$mode" -v r="$round" '$1 == s && $2 == m && $3 == r { print $6 }' "$RESULTS" | sort -n)
+        printf -v "m_$mode" '%s' "$( ((${#t[@]})) && median "${t[@]}" || echo 0)"
+      done
+      # shellcheck disable=SC2154 # set by printf -v above
+      printf '%-8s round %s: local/floor %s, slow/local %s\n' "$shape" "$round" "$(ratio "$m_local" "$m_floor")" "$(ratio "$m_slow" "$m_local")"
+    done
+  done
+  printf '\nper task (shape mode round node task total_s setup_ms prefix): %s\n' "$RESULTS"
+}
+if [[ ${1:-} == --report ]]; then
+  report
+  exit 0
+fi
+
 eval "$(bash "$BENCH_ROOT/tests/cluster/local_cluster.sh" start 2>/dev/null)"
 export SLURM_CONF HPC_LOCAL_CLUSTER_DIR
 mkdir -p "$REMOTE" "$MNT" "$SSHD" /run/sshd
+trap bench_stop EXIT
 
 bench_stop() {
-  scancel -u root -n bench_startup_1 -n bench_startup_4 -n bench_startup_2n 2>/dev/null || true
-  if mountpoint -q "$MNT"; then fusermount -u "$MNT" 2>/dev/null || true; fi
+  local name
+  for name in bench_startup_1 bench_startup_4 bench_startup_2n bench_pack; do
+    scancel -u root -n "$name" 2>/dev/null || true
+  done
+  sleep 2 # the cancelled jobs leave the mount
+  if mountpoint -q "$MNT"; then fusermount -u "$MNT" 2>/dev/null || fusermount -uz "$MNT" || true; fi
   [[ ! -f $SSHD/sshd.pid ]] || kill "$(cat "$SSHD/sshd.pid")" 2>/dev/null || true
 }
-trap bench_stop EXIT
 
 # --- the slow shared filesystem: sshd on a private port, sshfs over loopback -------------
 [[ -f $SSHD/host_key ]] || ssh-keygen -q -t ed25519 -N '' -f "$SSHD/host_key"
@@ -144,8 +190,15 @@ decisions=()
 for _ in 1 2 3 4 5; do decisions+=("$(decide)"); done
 
 # --- the runs -----------------------------------------------------------------------------
-RESULTS=$BENCH/results.txt
 : >"$RESULTS"
+{
+  printf '\nslow shared filesystem (sshfs over loopback): stat %s us per file vs %s us on local disk\n' "$slow_us" "$local_us"
+  printf '  (Lustre / NFS metadata operations are typically 200-1000 us)\n'
+  printf 'first packing of the venv (whole submission): %s ms; %s\n' "$pack_ms" "$(grep -o 'packed in.*' <<<"$pack_out" || echo 'archive reused')"
+  printf 'submission decision "is the venv unchanged" (5 dry runs, venv on sshfs): %s ms; median %s ms\n' \
+    "${decisions[*]}" "$(median "${decisions[@]}")"
+} >"$SUMMARY"
+cat "$SUMMARY"
 
 # run SHAPE MODE ROUND ARGS...: submit, wait, append "SHAPE MODE ROUND node task total setup" lines.
 run() {
@@ -166,11 +219,13 @@ run() {
 }
 
 modes() { # SHAPE ARGS...: the three modes, two rounds each (round 1: no node-local copy)
-  local shape=$1 mode round
+  local shape=$1 mode round rounds
   shift
-  for mode in slow local floor; do
+  for mode in floor local slow; do
     rm -rf "${copies:?}"/venv-* # a cold node for --venv-to-local's round 1
-    for round in 1 2; do
+    rounds="1 2"
+    [[ $mode != slow ]] || rounds=${HPC_BENCH_SLOW_ROUNDS:-1 2}
+    for round in $rounds; do
       case $mode in
         slow) run "$shape" "$mode" "$round" --no-venv-to-local "$@" ;;
         local) run "$shape" "$mode" "$round" --venv-to-local "$@" ;;
@@ -180,44 +235,22 @@ modes() { # SHAPE ARGS...: the three modes, two rounds each (round 1: no node-lo
   done
 }
 
-echo 'python startup_probe.py' >experiment_configurations.txt
-modes 1task -e bench_startup_1 --sbatch-option=--nodelist=node1
-printf 'python startup_probe.py\n%.0s' 1 2 3 4 >experiment_configurations.txt
-modes 4tasks -e bench_startup_4 --sbatch-option=--nodelist=node1
-echo 'python startup_probe.py' >experiment_configurations.txt
-modes 2nodes -e bench_startup_2n -N 2 -d script
+for shape in ${HPC_BENCH_SHAPES:-1task 2nodes 4tasks}; do
+  case $shape in
+    1task)
+      echo 'python startup_probe.py' >experiment_configurations.txt
+      modes 1task -e bench_startup_1 --sbatch-option=--nodelist=node1
+      ;;
+    4tasks)
+      printf 'python startup_probe.py\n%.0s' 1 2 3 4 >experiment_configurations.txt
+      modes 4tasks -e bench_startup_4 --sbatch-option=--nodelist=node1
+      ;;
+    2nodes)
+      echo 'python startup_probe.py' >experiment_configurations.txt
+      modes 2nodes -e bench_startup_2n -N 2 -d script
+      ;;
+  esac
+  report >"$BENCH/report.txt" # so far
+done
+report
 
-# --- report -------------------------------------------------------------------------------
-printf '\nslow shared filesystem (sshfs over loopback): stat %s us per file vs %s us on local disk\n' "$slow_us" "$local_us"
-printf '  (Lustre / NFS metadata operations are typically 200-1000 us)\n'
-printf 'first packing of the venv (whole submission): %s ms; %s\n' "$pack_ms" "$(grep -o 'packed in.*' <<<"$pack_out")"
-printf 'submission decision "is the venv unchanged" (5 dry runs, venv on sshfs): %s ms; median %s ms\n' \
-  "${decisions[*]}" "$(median "${decisions[@]}")"
-printf '\njob start -> import torch, lightning done, seconds (median over the round'"'"'s tasks; min-max)\n'
-printf '%-8s %-6s %-22s %-22s %-8s\n' shape round slow local floor
-for shape in 1task 4tasks 2nodes; do
-  for round in 1 2; do
-    line=$(printf '%-8s %-6s' "$shape" "$round")
-    for mode in slow local floor; do
-      mapfile -t t < <(awk -v s="$shape" -v m="$mode" -v r="$round" '$1 == s && $2 == m && $3 == r { print $6 }' "$RESULTS" | sort -n)
-      if ((${#t[@]})); then
-        line+=$(printf ' %-22s' "$(median "${t[@]}") (${t[0]}-${t[-1]})")
-      else
-        line+=$(printf ' %-22s' "-")
-      fi
-    done
-    printf '%s\n' "$line"
-  done
-done
-printf '\nratios (median): local/floor and slow/local per shape and round\n'
-for shape in 1task 4tasks 2nodes; do
-  for round in 1 2; do
-    for mode in slow local floor; do
-      mapfile -t t < <(awk -v s="$shape" -v m="$mode" -v r="$round" '$1 == s && $2 == m && $3 == r { print $6 }' "$RESULTS" | sort -n)
-      printf -v "m_$mode" '%s' "$( ((${#t[@]})) && median "${t[@]}" || echo 0)"
-    done
-    # shellcheck disable=SC2154 # set by printf -v above
-    printf '%-8s round %s: local/floor %s, slow/local %s\n' "$shape" "$round" "$(ratio "$m_local" "$m_floor")" "$(ratio "$m_slow" "$m_local")"
-  done
-done
-printf '\nper task (shape mode round node task total_s setup_ms prefix): %s\n' "$RESULTS"

@@ -15,10 +15,11 @@
 #   .hpc_staging/venv-KEY-SHA.jobs     the ids of the jobs submitted with it
 #   .hpc_staging/venv-KEY.lock         flock(1): one builder (and pruner) at a time
 # The manifest (what "the venv is unchanged" means, decided in a few ms, not by hashing the
-# venv's gigabyte): the type, size, mtime and name of pyvenv.cfg, every entry of bin/ and
-# of site-packages (top level), and of every dist-info's RECORD and direct_url.json.
-# pip install, upgrade and uninstall change it; a file edited by hand deep inside
-# site-packages does not (touch the folder's top entry, or its RECORD, to repack).
+# venv's gigabyte): the type, size, mtime (ns) and name of pyvenv.cfg and of every entry
+# of bin/ and of site-packages (top level). pip install, upgrade, reinstall and uninstall
+# change it (they add, rename or remove dist-info folders there, whose mtime changes with
+# their RECORD); a file edited by hand deep inside a package does not (touch the package's
+# folder to repack). The refusals (editable installs) are judged only for a venv to pack.
 # Archives are pruned like --data's (staging.sh): once no job of theirs is queued and their
 # last submission is older than HPC_STAGING_KEEP_MIN minutes.
 
@@ -67,7 +68,7 @@ hpc_venv_local_settle() {
   [[ ! -L $J_VENV ]] ||
     die "--venv-to-local: $J_VENV is a symbolic link: give the path it points to (--venv PATH)"
   HPC_VENV_LOCAL_T0=$EPOCHREALTIME
-  J_VENV_LOCAL_REAL=$(realpath -e -- "$J_VENV") || die "--venv-to-local: cannot resolve $J_VENV"
+  J_VENV_LOCAL_REAL=$(cd -P -- "$J_VENV" && pwd) || die "--venv-to-local: cannot resolve $J_VENV"
   _hpc_venv_local_walk
   J_VENV_LOCAL_KEY=$(printf '%s' "$J_VENV" | sha256sum) || die "sha256sum failed"
   J_VENV_LOCAL_KEY=${J_VENV_LOCAL_KEY:0:16}
@@ -82,6 +83,7 @@ hpc_venv_local_settle() {
   # An archive to build: the space its copy takes on a node is the venv's size on disk
   # (a second walk, only then).
   if ! _hpc_venv_local_state_matches; then
+    _hpc_venv_local_refusals
     J_VENV_LOCAL_BYTES=$(du -sB1 -- "$J_VENV" 2>/dev/null | cut -f1) || J_VENV_LOCAL_BYTES=0
     is_size "$J_VENV_LOCAL_BYTES" || J_VENV_LOCAL_BYTES=0
   fi
@@ -109,27 +111,36 @@ _hpc_venv_local_site_to() {
   _site=${found[0]}
 }
 
-# _hpc_venv_local_walk: J_VENV_LOCAL_SHA, the manifest's sha256 (see the header), and the
-# refusals: a venv whose packages live outside it cannot be carried.
+# _hpc_venv_local_walk: J_VENV_LOCAL_SHA, the manifest's sha256 (see the header): one
+# find(1) of the top levels, whose entries a slow filesystem returns with its listing. The
+# names of site-packages' entries go to HPC_VENV_LOCAL_TOP (for the refusals).
 _hpc_venv_local_walk() {
-  local site t names=() pth line bad=() f
+  local site t
   _hpc_venv_local_site_to site
+  HPC_VENV_LOCAL_SITE=$site
   t=$(mktemp -d "${TMPDIR:-/tmp}/hpc_venv.XXXXXX") || die "cannot create a temporary folder in ${TMPDIR:-/tmp}"
   hpc_remove_at_exit "$t"
-  J_VENV_LOCAL_SHA=$({
-    find "$J_VENV/pyvenv.cfg" "$J_VENV/bin" "$site" -maxdepth 1 -printf '%y %s %T@ %p\0%l\0' \
-      -fprint0 "$t/top"
-    find "$site" -mindepth 2 -maxdepth 2 \( -name RECORD -o -name direct_url.json \) \
-      -printf '%y %s %T@ %p\0' -name direct_url.json -fprint0 "$t/direct"
-  } 2>"$t/errors" | sha256sum) || die "--venv-to-local: cannot read $J_VENV: $(head -c 2000 "$t/errors")"
+  J_VENV_LOCAL_SHA=$(find "$J_VENV/pyvenv.cfg" "$J_VENV/bin" "$site" -maxdepth 1 \
+    -printf '%y %s %T@ %p\0%l\0' 2>"$t/errors" | sha256sum) ||
+    die "--venv-to-local: cannot read $J_VENV: $(head -c 2000 "$t/errors")"
   [[ ! -s $t/errors ]] || die "--venv-to-local: cannot read all of $J_VENV: $(head -c 2000 "$t/errors")"
   J_VENV_LOCAL_SHA=${J_VENV_LOCAL_SHA%% *}
-  mapfile -d '' names <"$t/top"
-  for f in "${names[@]}"; do
+  rm -rf -- "$t"
+  hpc_keep_at_exit "$t"
+}
+
+# _hpc_venv_local_refusals: die when the venv's packages live outside it (only for a venv
+# to pack: an archive that exists was judged when it was packed). Reads the .pth files and
+# every dist-info's direct_url.json (a second walk, one level deeper).
+_hpc_venv_local_refusals() {
+  local site=$HPC_VENV_LOCAL_SITE f line bad=() names=()
+  shopt -s nullglob
+  for f in "$site"/*; do
     case ${f##*/} in
       __editable__*) bad+=("${f##*/} (an editable install: pip install -e)") ;;
       *.egg-link) bad+=("${f##*/} (an editable install: setup.py develop)") ;;
       *.pth)
+        [[ -f $f && -r $f ]] || continue
         while IFS= read -r line || [[ -n $line ]]; do
           [[ $line == /* ]] || continue
           bad+=("${f##*/} (adds the absolute path $line)")
@@ -138,14 +149,12 @@ _hpc_venv_local_walk() {
         ;;
     esac
   done
-  mapfile -d '' names <"$t/direct"
+  shopt -u nullglob
+  mapfile -t names < <(grep -lE '"editable"[[:space:]]*:[[:space:]]*true' -- "$site"/*.dist-info/direct_url.json 2>/dev/null)
   for f in "${names[@]}"; do
-    grep -Eq '"editable"[[:space:]]*:[[:space:]]*true' -- "$f" 2>/dev/null || continue
     f=${f%/direct_url.json}
     bad+=("${f##*/} (an editable install)")
   done
-  rm -rf -- "$t"
-  hpc_keep_at_exit "$t"
   ((${#bad[@]} == 0)) && return 0
   local shown
   printf -v shown '  %s\n' "${bad[@]}"

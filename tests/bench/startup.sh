@@ -6,7 +6,8 @@
 #
 # Usage: bash tests/bench/startup.sh [--report]   (root; the cluster of HPC_LOCAL_CLUSTER_DIR)
 #   --report: only print the summary of the last run's results (HPC_BENCH_DIR/results.txt)
-# Environment: HPC_BENCH_SHAPES (default "1task 2nodes 4tasks"), HPC_BENCH_SLOW_ROUNDS
+# Environment: HPC_BENCH_SHAPES (default "1task 2nodes 4tasks"; "" = only the latency and
+# the decision), HPC_BENCH_SLOW_ROUNDS
 # (default "1 2": the slow filesystem's rounds; "1" saves its second, slowest run).
 #
 # Shapes: 1 task; 4 tasks on one node (an array pinned to node1); 2 nodes (-d script, one
@@ -235,7 +236,7 @@ modes() { # SHAPE ARGS...: the three modes, two rounds each (round 1: no node-lo
   done
 }
 
-for shape in ${HPC_BENCH_SHAPES:-1task 2nodes 4tasks}; do
+for shape in ${HPC_BENCH_SHAPES-1task 2nodes 4tasks}; do
   case $shape in
     1task)
       echo 'python startup_probe.py' >experiment_configurations.txt

@@ -37,8 +37,7 @@ exported() {
   [ "$(exported HPC_VENV_LOCAL_REAL)" = "$(realpath "$PROJECT/.venv")" ]
   [[ $(exported HPC_VENV_LOCAL_SHA) =~ ^[0-9a-f]{64}$ ]]
   grep -qx '4242' "${a1%.tar*}.jobs"
-  tar -tf "$a1" --use-compress-program="${a1##*.tar.}" 2>/dev/null | grep -q 'site-packages/smallpkg.py$' ||
-    tar -tzf "$a1" | grep -q 'site-packages/smallpkg.py$'
+  tar -tf "$a1" | grep -q 'site-packages/smallpkg.py$' # (GNU tar finds the compressor itself)
   # Unchanged: reused, the same archive.
   run --separate-stderr submitter -C "$PROFILE" --venv-to-local
   [[ $stderr == *"venv: $PROJECT/.venv is unchanged: archive ${a1##*/} reused ("*"; decided in "*" ms)"* ]]
@@ -50,10 +49,18 @@ exported() {
   local a2
   a2=$(exported HPC_VENV_LOCAL_ARCHIVE)
   [ "$a2" != "$a1" ] && [ -f "$a2" ] && [ -f "$a1" ] # the old one stays for queued jobs
-  mkdir -p "$SITE/deep/sub" "$SITE/other-1.0.dist-info"
+  # A new package folder at the top is a change; a file deep inside one is not looked at.
+  mkdir -p "$SITE/deep/sub"
   run --separate-stderr submitter -C "$PROFILE" --venv-to-local
-  [[ $stderr == *"is unchanged"* ]] # a folder deep inside a package: not looked at
-  echo "deep/x.py,," >"$SITE/other-1.0.dist-info/RECORD"
+  [[ $stderr == *"changed or was never packed"* ]]
+  echo 'x = 1' >"$SITE/deep/sub/x.py"
+  run --separate-stderr submitter -C "$PROFILE" --venv-to-local
+  [[ $stderr == *"is unchanged"* ]]
+  # What pip writes: a dist-info with its RECORD (a new one, or a RECORD rewritten).
+  mkdir -p "$SITE/deep-1.0.dist-info"
+  run --separate-stderr submitter -C "$PROFILE" --venv-to-local
+  [[ $stderr == *"changed or was never packed"* ]]
+  echo "deep/sub/x.py,," >"$SITE/deep-1.0.dist-info/RECORD"
   run --separate-stderr submitter -C "$PROFILE" --venv-to-local
   [[ $stderr == *"changed or was never packed"* ]]
 }

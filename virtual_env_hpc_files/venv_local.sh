@@ -93,8 +93,13 @@ hpc_venv_local_setup() {
     hpc_error "the venv archive $archive is missing (was \$SCRATCH/<project>/.hpc_staging cleaned up while the job waited?): submit again"
     return 1
   }
-  local bytes=${HPC_VENV_LOCAL_BYTES:-0} avail need have
+  local bytes=${HPC_VENV_LOCAL_BYTES:-0} avail need have state
   is_size "$bytes" || bytes=0
+  # Packed by this very submission: the plan could not know the size; its state file says.
+  if ((10#$bytes == 0)) && [[ -f ${archive%.tar*}.state ]]; then
+    read -r _ _ state <"${archive%.tar*}.state" || true
+    ! is_size "${state:-x}" || bytes=$state
+  fi
   avail=$(df -Pk -- "$root" | awk 'NR == 2 { print $4 }')
   if is_size "$avail" && ((10#$avail * 1024 < 10#$bytes)); then
     exec {fd}>&-

@@ -9,7 +9,7 @@
 # venv-pack do); bin/python stays the same link to the same base Python, and Python finds
 # the copy's pyvenv.cfg next to it: sys.prefix is the copy. README: "The venv on local disk".
 #
-# Files (KEY = 16 hex of the sha256 of the venv's path; SHA = first 16 of the manifest's):
+# Files (KEY = 16 hex named by the venv's path; SHA = the first 16 of the manifest's sha256):
 #   .hpc_staging/venv-KEY-SHA.tar.zst|.tar.gz|.tar  the archive (temporary name, then renamed)
 #   .hpc_staging/venv-KEY-SHA.state    "MANIFEST_SHA256 ARCHIVE_NAME BYTES"
 #   .hpc_staging/venv-KEY-SHA.jobs     the ids of the jobs submitted with it
@@ -68,10 +68,12 @@ hpc_venv_local_settle() {
   [[ ! -L $J_VENV ]] ||
     die "--venv-to-local: $J_VENV is a symbolic link: give the path it points to (--venv PATH)"
   HPC_VENV_LOCAL_T0=$EPOCHREALTIME
-  J_VENV_LOCAL_REAL=$(cd -P -- "$J_VENV" && pwd) || die "--venv-to-local: cannot resolve $J_VENV"
+  local here=$PWD
+  cd -P -- "$J_VENV" 2>/dev/null || die "--venv-to-local: cannot enter $J_VENV"
+  J_VENV_LOCAL_REAL=$PWD
+  cd -- "$here" || die "cannot return to $here"
   _hpc_venv_local_walk
-  J_VENV_LOCAL_KEY=$(printf '%s' "$J_VENV" | sha256sum) || die "sha256sum failed"
-  J_VENV_LOCAL_KEY=${J_VENV_LOCAL_KEY:0:16}
+  _hpc_venv_local_key_to J_VENV_LOCAL_KEY "$J_VENV"
   hpc_data_compressor_to HPC_VENV_LOCAL_COMPRESSOR
   local ext=tar base
   case $HPC_VENV_LOCAL_COMPRESSOR in
@@ -80,13 +82,9 @@ hpc_venv_local_settle() {
   esac
   base=$J_SCRATCH_DIR/$HPC_STAGING_DIRNAME/venv-$J_VENV_LOCAL_KEY-${J_VENV_LOCAL_SHA:0:16}
   J_VENV_LOCAL_ARCHIVE=$base.$ext J_VENV_LOCAL_STATE=$base.state J_VENV_LOCAL_JOBS=$base.jobs
-  # An archive to build: the space its copy takes on a node is the venv's size on disk
-  # (a second walk, only then).
-  if ! _hpc_venv_local_state_matches; then
-    _hpc_venv_local_refusals
-    J_VENV_LOCAL_BYTES=$(du -sB1 -- "$J_VENV" 2>/dev/null | cut -f1) || J_VENV_LOCAL_BYTES=0
-    is_size "$J_VENV_LOCAL_BYTES" || J_VENV_LOCAL_BYTES=0
-  fi
+  # An archive to pack: judge what it would carry. (Its size on a node is known once it is
+  # packed: the state file beside it says, which the job reads when the plan says 0.)
+  _hpc_venv_local_state_matches || _hpc_venv_local_refusals
   J_VENV_TO_LOCAL=yes
   if ((OPT_DRY_RUN)); then
     local what="would be built"
@@ -115,18 +113,28 @@ _hpc_venv_local_site_to() {
 # find(1) of the top levels, whose entries a slow filesystem returns with its listing. The
 # names of site-packages' entries go to HPC_VENV_LOCAL_TOP (for the refusals).
 _hpc_venv_local_walk() {
-  local site t
+  local site
   _hpc_venv_local_site_to site
   HPC_VENV_LOCAL_SITE=$site
-  t=$(mktemp -d "${TMPDIR:-/tmp}/hpc_venv.XXXXXX") || die "cannot create a temporary folder in ${TMPDIR:-/tmp}"
-  hpc_remove_at_exit "$t"
-  J_VENV_LOCAL_SHA=$(find "$J_VENV/pyvenv.cfg" "$J_VENV/bin" "$site" -maxdepth 1 \
-    -printf '%y %s %T@ %p\0%l\0' 2>"$t/errors" | sha256sum) ||
-    die "--venv-to-local: cannot read $J_VENV: $(head -c 2000 "$t/errors")"
-  [[ ! -s $t/errors ]] || die "--venv-to-local: cannot read all of $J_VENV: $(head -c 2000 "$t/errors")"
+  # Three processes in all (this decision runs at every submission): find's messages go
+  # straight to stderr, and its failure (pipefail) fails the walk.
+  J_VENV_LOCAL_SHA=$(
+    set -o pipefail
+    find "$J_VENV/pyvenv.cfg" "$J_VENV/bin" "$site" -maxdepth 1 -printf '%y %s %T@ %p\0%l\0' | sha256sum
+  ) || die "--venv-to-local: cannot read all of $J_VENV (find's message is above): check its permissions, or submit without --venv-to-local"
   J_VENV_LOCAL_SHA=${J_VENV_LOCAL_SHA%% *}
-  rm -rf -- "$t"
-  hpc_keep_at_exit "$t"
+}
+
+# _hpc_venv_local_key_to VAR PATH: 16 hex digits named by PATH (64-bit FNV-1a over its
+# bytes, in bash: no process), the key that groups one venv's archives and their lock.
+_hpc_venv_local_key_to() {
+  local -n _key=$1
+  local LC_ALL=C path=$2 i h=-3750763034362895579 # the FNV offset basis, as a signed int64
+  for ((i = 0; i < ${#path}; i++)); do
+    printf -v _key '%d' "'${path:i:1}"
+    h=$(((h ^ (_key & 255)) * 1099511628211))
+  done
+  printf -v _key '%016x' "$h"
 }
 
 # _hpc_venv_local_refusals: die when the venv's packages live outside it (only for a venv
@@ -195,22 +203,34 @@ hpc_venv_local_build() {
   fi
   say "venv: $J_VENV changed or was never packed (decided in $(_hpc_venv_local_ms) ms): packing it into $J_VENV_LOCAL_ARCHIVE"
   local started=$EPOCHREALTIME tmp=$J_VENV_LOCAL_ARCHIVE.tmp.$$ status rc=0
-  hpc_remove_at_exit "$tmp"
+  hpc_remove_at_exit "$tmp" "$tmp.totals"
   local pack=(cat)
   case $HPC_VENV_LOCAL_COMPRESSOR in
     zstd) pack=(zstd -T0 -q -c) ;;
     pigz) pack=(pigz -c) ;;
   esac
-  if tar -c -f - --format=gnu -C "$J_VENV" . | "${pack[@]}" >"$tmp"; then status=(0); else status=("${PIPESTATUS[@]}"); fi
+  # tar's --totals ("Total bytes written: N") is the space the copy takes, near enough (a
+  # tenth more below, for the disk's blocks): no second walk of the venv for its size.
+  if tar -c -f - --format=gnu --totals -C "$J_VENV" . 2>"$tmp.totals" | "${pack[@]}" >"$tmp"; then
+    status=(0)
+  else
+    status=("${PIPESTATUS[@]}")
+  fi
+  local bytes
+  bytes=$(sed -n 's/^Total bytes written: \([0-9]*\).*/\1/p' "$tmp.totals" 2>/dev/null)
+  grep -v '^Total bytes written' "$tmp.totals" >&2 || true
+  rm -f -- "$tmp.totals"
+  is_size "${bytes:-x}" || bytes=0
+  bytes=$((10#$bytes + 10#$bytes / 10))
   for rc in "${status[@]}"; do ((rc == 0)) || break; done
   if ((rc != 0)); then
     rm -f -- "$tmp"
     die "--venv-to-local: packing $J_VENV failed (exit ${status[*]}; files changed while it was packed, a full disk, an unreadable file? tar's message is above). Nothing was submitted"
   fi
   mv -f -- "$tmp" "$J_VENV_LOCAL_ARCHIVE" || { rm -f -- "$tmp"; die "cannot write $J_VENV_LOCAL_ARCHIVE"; }
-  hpc_keep_at_exit "$tmp"
+  hpc_keep_at_exit "$tmp" "$tmp.totals"
   local state=$J_VENV_LOCAL_STATE
-  if ! printf '%s %s %s\n' "$J_VENV_LOCAL_SHA" "${J_VENV_LOCAL_ARCHIVE##*/}" "$J_VENV_LOCAL_BYTES" >"$state.tmp.$$" ||
+  if ! printf '%s %s %s\n' "$J_VENV_LOCAL_SHA" "${J_VENV_LOCAL_ARCHIVE##*/}" "$bytes" >"$state.tmp.$$" ||
     ! mv -f -- "$state.tmp.$$" "$state"; then
     rm -f -- "$state.tmp.$$"
     die "cannot write $state"
@@ -218,7 +238,7 @@ hpc_venv_local_build() {
   _hpc_venv_local_prune "$dir"
   exec {fd}>&-
   local packed
-  human_bytes_to size "$J_VENV_LOCAL_BYTES"
+  human_bytes_to size "$bytes"
   human_bytes_to packed "$(stat -c %s -- "$J_VENV_LOCAL_ARCHIVE")"
   say "venv: packed in $(_hpc_venv_local_secs "$started") s ($size -> $packed)"
 }

@@ -223,7 +223,7 @@ modes() { # SHAPE ARGS...: the three modes, two rounds each (round 1: no node-lo
   local shape=$1 mode round rounds
   shift
   for mode in floor local slow; do
-    rm -rf "${copies:?}"/venv-* # a cold node for --venv-to-local's round 1
+    [[ $mode != local ]] || rm -rf "${copies:?}"/venv-* # a cold node for --venv-to-local's round 1
     rounds="1 2"
     [[ $mode != slow ]] || rounds=${HPC_BENCH_SLOW_ROUNDS:-1 2}
     for round in $rounds; do

@@ -8,6 +8,7 @@
 # Small venvs: --without-pip plus a hand-made module in site-packages and a console script
 # whose shebang names the venv (as pip writes them). The copies go to this test's own
 # folder (the profile's HPC_VENV_LOCAL_DIR), so tests never race each other's copies.
+# shellcheck disable=SC2030,SC2031 # each @test runs in a subshell of its own
 
 load ../helpers/cluster
 load ../helpers/users
@@ -56,7 +57,7 @@ PROBE='python -c "import os, sys, smallpkg; print(\"PREFIX\", os.environ.get(\"S
   grep -qxF "PREFIX node1 $copy $copy v1" "$log" || { cat "$log"; return 1; }
   grep -qxF "PREFIX node2 $copy $copy v1" "$log"
   [ "$(grep -c "^SCRIPT $copy v1$" "$log")" -eq 2 ]
-  ! grep -q "^PREFIX.*$PROJECT/.venv" "$log"
+  run ! grep -q "^PREFIX.*$PROJECT/.venv" "$log"
   # Set up on each node (the test cluster's nodes share one disk: one unpacks, the other
   # finds it ready), with what it cost.
   grep -q "\] venv: unpacked venv-.* into $copy in [0-9]* ms" "$log"
@@ -138,6 +139,7 @@ PROBE='python -c "import os, sys, smallpkg; print(\"PREFIX\", os.environ.get(\"S
   make_small_venv "$proj/.venv" alice /usr/bin/python3
   echo "$PROBE && whereami" >"$proj/experiment_configurations.txt"
   chown -R "$HPC_TEST_USER" "$ALICE_DIR"
+  # shellcheck disable=SC2016 # $1 is the inner shell's
   run --separate-stderr as_user env SCRATCH="$ALICE_DIR/scratch" SLURM_CONF="$SLURM_CONF" \
     HPC_LOCAL_CLUSTER_DIR="$HPC_LOCAL_CLUSTER_DIR" PATH="$PATH" \
     bash -c 'cd "$1" && bash hpc_files/job_submitter.sh -C local --venv-to-local -e alice' _ "$proj"

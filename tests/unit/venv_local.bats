@@ -142,7 +142,7 @@ job_setup() {
   [[ $output == *"venv: unpacked $name ("*") into $copy in "*" ms"* ]]
   [ "$(head -1 "$copy/bin/tool")" = "#!$copy/bin/python" ]
   grep -qxE "VIRTUAL_ENV=\"?$copy\"?" "$copy/bin/activate"
-  ! grep -rqF "$PROJECT/.venv" "$copy/bin" "$copy/pyvenv.cfg"
+  run ! grep -rqF "$PROJECT/.venv" "$copy/bin" "$copy/pyvenv.cfg"
   [ "$("$copy/bin/python" -c 'import sys, smallpkg; print(sys.prefix, smallpkg.WHO)')" = "$copy v1" ]
   "$copy/bin/tool"
   [ -f "$BATS_TEST_TMPDIR/copies/root/${name%.tar*}.jobs/77" ]

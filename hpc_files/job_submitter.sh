@@ -77,7 +77,7 @@ HPC_TOOLKIT_DIR=${BASH_SOURCE[0]}
 HPC_TOOLKIT_DIR=${HPC_TOOLKIT_DIR%/*}
 # shellcheck source=hpc_files/lib/hpc_lib.sh
 source "$HPC_TOOLKIT_DIR/lib/hpc_lib.sh"
-for _part in options profile validate resources configs blocks count_args plan sbatch submit ledger coderecord mail local venv container staging wandb_key sweep arrays cluster rerun pack; do
+for _part in options profile validate resources configs blocks count_args plan sbatch submit ledger coderecord mail local venv venv_local container staging wandb_key sweep arrays cluster rerun pack; do
   # shellcheck source=/dev/null
   source "$HPC_TOOLKIT_DIR/lib/$_part.sh"
 done
@@ -135,6 +135,7 @@ prepare() {
   hpc_sweep_requested || hpc_check_scripts_exist
   hpc_sweep_requested || hpc_check_relative_outputs
   settle_commands
+  hpc_venv_local_settle # --venv-to-local: the venv's archive, judged and named (venv_local.sh)
   hpc_code_settle
   hpc_mail_settle
   hpc_debug_settle # --local, --interactive, --task, --port (local.sh)
@@ -176,6 +177,7 @@ main() {
     hpc_plan_each_distinct J_VENV hpc_venv_check
     HPC_DIE_STATUS=1
     hpc_plan_each_distinct J_DATA_ARCHIVE hpc_staging_build
+    hpc_venv_local_build
     hpc_local_run # its exit status is the job's
     return
   fi
@@ -204,6 +206,7 @@ main() {
   HPC_DIE_STATUS=1 # from here on a failure is the machine's or Slurm's, not the input's
   hpc_code_snapshot
   hpc_plan_each_distinct J_DATA_ARCHIVE hpc_staging_build # each chunk's --data archive
+  hpc_venv_local_build # --venv-to-local: the venv's archive, reused while unchanged
   ((OPT_SETUP_VENV == 0)) || hpc_venv_submit_build venv_job
   ! hpc_sweep_requested || hpc_sweep_write # an offline sweep's folder, just before sbatch
   hpc_submit_plan submitted "$venv_job"

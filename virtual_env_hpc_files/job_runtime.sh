@@ -16,6 +16,8 @@ source "${BASH_SOURCE[0]%/*}/pack.sh"
 source "${BASH_SOURCE[0]%/*}/staging.sh"
 # shellcheck source=virtual_env_hpc_files/project_writes.sh
 source "${BASH_SOURCE[0]%/*}/project_writes.sh"
+# shellcheck source=virtual_env_hpc_files/venv_local.sh
+source "${BASH_SOURCE[0]%/*}/venv_local.sh"
 # shellcheck source=singularity_hpc_files/container.sh
 source "${BASH_SOURCE[0]%/*}/../singularity_hpc_files/container.sh"
 
@@ -172,10 +174,21 @@ hpc_load_wandb_key() {
   export WANDB_API_KEY=$key
 }
 
-# hpc_activate_venv: the project's venv, or none when HPC_VENV=none.
+# hpc_activate_venv: the project's venv, or none when HPC_VENV=none; with --venv-to-local
+# (HPC_VENV_LOCAL_ARCHIVE) its copy on every node's local disk (venv_local.sh).
 hpc_activate_venv() {
   if [[ ${HPC_VENV:-none} == none ]]; then
     hpc_log "venv: none (python is $(command -v python3 || echo missing))"
+    return 0
+  fi
+  if [[ -n ${HPC_VENV_LOCAL_ARCHIVE:-} ]]; then
+    local copy nounset=$-
+    hpc_venv_to_local_to copy
+    set +u
+    # shellcheck source=/dev/null
+    source "$copy/bin/activate" || hpc_fail "could not activate $copy"
+    [[ $nounset != *u* ]] || set -u
+    hpc_log "venv: $copy (node-local copy of $HPC_VENV; python is $(command -v python))"
     return 0
   fi
   [[ -f $HPC_VENV/bin/activate ]] ||

@@ -232,6 +232,7 @@ _hpc_interactive_session() {
   printf -v commands_text '%s\n' "${J_COMMANDS[@]}"
   _write_atomic "$J_COMMANDS_PATH" "$commands_text"
   hpc_staging_build
+  hpc_venv_local_build # --venv-to-local: the archive the session unpacks
   login=$(hostname -f 2>/dev/null || hostname)
   quote_to q_runtime "$J_SOURCE_DIR/virtual_env_hpc_files/job_runtime.sh"
   {

@@ -48,6 +48,8 @@ hpc_submit_options() {
   hpc_option - --nodes-arg value NAME OPT_NODES_ARG 'not passed' 'also pass the node count to your program as --NAME N (e.g. num_nodes)'
   hpc_option - --devices-arg value NAME OPT_DEVICES_ARG 'not passed' 'also pass the processes per node as --NAME N (e.g. devices)'
   hpc_option - --venv value 'PATH|none' OPT_VENV '<project>/.venv' "the project's virtual environment; none = the node's python"
+  hpc_option - --venv-to-local flag '' OPT_VENV_TO_LOCAL "profile (HPC_VENV_TO_LOCAL, no)" "run the venv from each node's local disk: packed once at submission (reused while unchanged), unpacked once per node"
+  hpc_option - --no-venv-to-local flag '' OPT_NO_VENV_TO_LOCAL '' 'run the venv where it is, even when the profile says HPC_VENV_TO_LOCAL=yes'
   hpc_option - --setup-venv flag '' OPT_SETUP_VENV '' 'first build the venv from requirements.txt in a job of its own; the experiments wait for it (--dependency=afterok)'
   hpc_option - --data list 'PATH...' OPT_DATA '' "stage these files/folders (relative to \$SCRATCH/<project>) to every node's local disk: the same paths under \$SLURM_TMPDIR"
   hpc_option - --results-dir value 'DIR|none' OPT_RESULTS_DIR results 'results folder under $SLURM_TMPDIR ($HPC_RESULTS_DIR), copied back to $SCRATCH/<project>/EXP/results'

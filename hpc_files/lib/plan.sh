@@ -19,6 +19,7 @@
 #                        (one table: HPC_LAUNCHER_TABLE, resources.sh)
 #   J_SIGNAL_GRACE J_MAX_RESTARTS J_REQUEUE J_REQUEUE_MARGIN J_REQUEUE_ON_TERM
 #   J_LIGHTNING_HOOK      requeue (requeue.sh, launchers.sh on the job side)
+#   J_VENV_TO_LOCAL J_VENV_LOCAL_*                             --venv-to-local (venv_local.sh)
 #   J_VENV J_MODULES J_CONTAINER J_CONTAINER_TO_LOCAL J_PROVIDES_TMPDIR J_LOCAL_SCRATCH
 #   J_DATA_* J_RESULTS_FOLDER J_SYNC_EVERY_S J_WANDB_KEY_FILE J_GIT_COMMIT J_SLURM_VERSION
 #
@@ -339,6 +340,14 @@ hpc_plan_exports() {
   _export HPC_PREEMPT_WATCH "$J_PREEMPT_WATCH"
   [[ ! $J_LAUNCHER =~ ^(lightning|script|torchrun)$ ]] || _export HPC_LIGHTNING_HOOK "$J_LIGHTNING_HOOK"
   _export HPC_VENV "$J_VENV"
+  # --venv-to-local (venv_local.sh): the archive the job unpacks on every node; absent when not used.
+  if [[ ${J_VENV_TO_LOCAL:-no} == yes && $J_VENV != none ]]; then
+    _export HPC_VENV_LOCAL_ARCHIVE "$J_VENV_LOCAL_ARCHIVE"
+    _export HPC_VENV_LOCAL_SHA "$J_VENV_LOCAL_SHA"
+    _export HPC_VENV_LOCAL_BYTES "$J_VENV_LOCAL_BYTES"
+    _export HPC_VENV_LOCAL_DIR "$J_VENV_LOCAL_DIR"
+    _export HPC_VENV_LOCAL_REAL "$J_VENV_LOCAL_REAL"
+  fi
   [[ -z ${J_WANDB_KEY_FILE:-} ]] || _export HPC_WANDB_KEY_FILE "$J_WANDB_KEY_FILE"
   _export HPC_MODULES "$J_MODULES"
   _export HPC_PROVIDES_TMPDIR "$J_PROVIDES_TMPDIR"

@@ -75,6 +75,7 @@ hpc_submit_plan() {
     fi
     _ids+=("$id") prev=$id
     hpc_plan_with_chunk "$k" hpc_staging_record_job "$id"
+    hpc_venv_local_record_job "$id"
   done
   hpc_ledger_flush
   _submitted=("${_ids[@]}")

@@ -353,6 +353,10 @@ make_folders() {
             "${BASE}/localscratch/${node}" "${BASE}/localscratch_lab/${node}"
         chmod 1777 -- "${BASE}/localscratch_lab/${node}"
     done
+    # The node-local venv copies of --venv-to-local (the profiles' HPC_VENV_LOCAL_DIR): one
+    # path for every node, like /tmp on a real cluster, but this cluster's own.
+    mkdir -p -- "${BASE}/localvenvs"
+    chmod 1777 -- "${BASE}/localvenvs"
 }
 
 # munged and mariadbd run as users munge and mysql: they must reach their folders.

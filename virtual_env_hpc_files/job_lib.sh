@@ -95,15 +95,25 @@ hpc_node_path_to() {
 }
 
 # hpc_slurm_tmpdir_to VAR: the node-local folder Slurm made for this job: $SLURM_TMPDIR,
-# or on clusters that set only TMPDIR, $TMPDIR when it is this job's own (its path names
-# the job id: a TMPDIR of /tmp, or one passed on from the login node, is not); else "".
+# or on clusters that set only TMPDIR, $TMPDIR when it is this job's own; else "". Only
+# positive evidence counts: a component of its path that is the job id the way Slurm's
+# prologs name a job's folder (<id>, job_<id>, job<id>, slurm-<id>, <user>.<id>.<n>).
+# A path that merely contains the digits (a login node's pam_tmpdir
+# /tmp/user/tmp-95-96-97 passed on by sbatch) is not: array tasks would share it.
 hpc_slurm_tmpdir_to() {
   local -n _tmp=$1
+  local _id=${SLURM_JOB_ID:-} _part _parts
   _tmp=${SLURM_TMPDIR:-}
   [[ -z $_tmp ]] || return 0
-  if [[ -n ${TMPDIR:-} && -n ${SLURM_JOB_ID:-} && -d ${TMPDIR:-} && $TMPDIR == *"$SLURM_JOB_ID"* ]]; then
-    _tmp=$TMPDIR
-  fi
+  [[ -n ${TMPDIR:-} && $_id =~ ^[0-9]+$ && -d $TMPDIR ]] || return 0
+  IFS=/ read -r -a _parts <<<"$TMPDIR"
+  for _part in "${_parts[@]}"; do
+    if [[ $_part =~ ^((job|slurm|slurm_job|slurmjob)[_.-]?)?${_id}$ ||
+      $_part =~ ^[A-Za-z0-9_-]+\.${_id}\.[0-9]+$ ]]; then
+      _tmp=$TMPDIR
+      return 0
+    fi
+  done
   return 0
 }
 

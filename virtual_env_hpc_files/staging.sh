@@ -41,6 +41,10 @@ hpc_prepare_tmpdir() {
   [[ -n ${SLURM_TMPDIR:-} ]] || from=TMPDIR
   hpc_slurm_tmpdir_to SLURM_TMPDIR # or this job's TMPDIR, where Slurm sets only that (job_lib.sh)
   if [[ $mode != no && -n ${SLURM_TMPDIR:-} && -d ${SLURM_TMPDIR:-} ]]; then
+    local unsafe
+    hpc_unsafe_chain_to unsafe "$SLURM_TMPDIR"
+    [[ -z $unsafe ]] ||
+      hpc_fail "local scratch: \$SLURM_TMPDIR=$SLURM_TMPDIR (\$$from) is not safe for the job's files: $unsafe"
     if [[ -n ${HPC_LOCAL_RUN:-} ]]; then
       hpc_log "local scratch: \$SLURM_TMPDIR=$SLURM_TMPDIR (made by the --local run, removed at its end)"
     else
@@ -64,6 +68,9 @@ _hpc_own_tmpdirs() {
   [[ $base == /* ]] ||
     hpc_fail "HPC_LOCAL_SCRATCH '$HPC_LOCAL_SCRATCH' is not an absolute path: fix the cluster profile"
   export HPC_TMPDIR_PATTERN=${base%/}/hpc_job_${SLURM_JOB_ID:?}_%n
+  # HPC_TMPDIR_MAP: each node's folder where it is not the usual name (node_tmpdir.sh),
+  # for the steps that ask hpc_node_tmpdir_to: "NODE<tab>DIR" lines.
+  export HPC_TMPDIR_MAP=""
   hpc_node_tmpdir_to dir || hpc_fail "could not name the job's local scratch folder"
   SLURM_TMPDIR=$dir
   # The hook stops the keepers, and removes this node's folder once it is known to be ours.
@@ -72,14 +79,15 @@ _hpc_own_tmpdirs() {
     _hpc_start_keepers "$nodes"
   else
     hpc_node_make_tmpdir "$dir" || hpc_fail "could not make the job's local scratch folder"
-    HPC_OWN_TMPDIR=$dir
+    HPC_OWN_TMPDIR=$HPC_NODE_TMPDIR SLURM_TMPDIR=$HPC_NODE_TMPDIR
+    [[ $HPC_NODE_TMPDIR == "$dir" ]] || HPC_TMPDIR_MAP=${SLURMD_NODENAME:-}$'\t'$HPC_NODE_TMPDIR
   fi
   hpc_log "local scratch: \$SLURM_TMPDIR=$SLURM_TMPDIR (made by the job on $nodes node(s), removed at its end)"
 }
 
 # _hpc_start_keepers NODES: one keeper per node; returns once every node has its folder.
 _hpc_start_keepers() {
-  local nodes=$1 i line node
+  local nodes=$1 i line node dir
   exec {HPC_KEEPER_FD}< <(exec srun --overlap --job-name=hpc-tmpdir --nodes="$nodes" \
     --ntasks="$nodes" --ntasks-per-node=1 --cpus-per-task=1 \
     bash "$HPC_NODE_SCRIPT" keep "${SLURMD_NODENAME:-}" "$$" </dev/null)
@@ -90,10 +98,15 @@ _hpc_start_keepers() {
     [[ -z ${HPC_SIGNALLED:-} ]] || hpc_fail "the job was signalled ($HPC_SIGNALLED) while making its local scratch folders"
     [[ $line == "ready "* ]] ||
       hpc_fail "could not make the job's local scratch folder on every node (${i} of $nodes ready; srun's or the node's message is above; this needs srun --overlap, Slurm 20.11 or later)"
-    HPC_KEEPER_STEP=${line##* }
+    # "ready NODE STEP DIR" (DIR last: it may hold spaces).
+    read -r _ node HPC_KEEPER_STEP dir <<<"$line"
+    local usual
+    hpc_expand_path_to usual "$HPC_TMPDIR_PATTERN" "$node" ""
+    [[ $dir == "$usual" || -z $dir ]] || HPC_TMPDIR_MAP+=${HPC_TMPDIR_MAP:+$'\n'}$node$'\t'$dir
     # This node's keeper made this node's folder: from now on the batch shell removes it.
-    read -r _ node _ <<<"$line"
-    [[ $node != "${SLURMD_NODENAME:-}" ]] || HPC_OWN_TMPDIR=$SLURM_TMPDIR
+    if [[ $node == "${SLURMD_NODENAME:-}" ]]; then
+      HPC_OWN_TMPDIR=${dir:-$SLURM_TMPDIR} SLURM_TMPDIR=${dir:-$SLURM_TMPDIR}
+    fi
   done
 }
 

@@ -51,3 +51,40 @@ as_researcher() {
   [[ $stderr == *"safe.directory"* ]]
   [[ $stderr != *"not in a git repository with a commit"* ]]
 }
+
+# chain DIR: hpc_unsafe_chain_to for DIR, as the test user; prints "safe" or the reason.
+chain() {
+  as_user bash -c 'source "$1" || exit 9; hpc_unsafe_chain_to why "$2"; echo "${why:-safe}"' _ \
+    "$REPO_ROOT/virtual_env_hpc_files/job_lib.sh" "$1"
+}
+
+@test "hpc_unsafe_chain_to: folders of the user or root, not writable by others unless sticky (issue 23)" {
+  mkdir -p "$AREA/root755/mine" "$AREA/w777/mine" "$AREA/sticky" "$AREA/bobs" "$AREA/g775"
+  chmod 777 "$AREA/w777"
+  chmod 1777 "$AREA/sticky"
+  chown "$HPC_TEST_USER" "$AREA/root755/mine" "$AREA/w777/mine"
+  as_user mkdir -m 700 "$AREA/sticky/alice"
+  chown "$HPC_OTHER_USER" "$AREA/bobs"
+  chmod 777 "$AREA/bobs"
+  chown "$HPC_TEST_USER:$HPC_TEST_USER" "$AREA/g775" && chmod 775 "$AREA/g775"
+  [ "$(chain "$AREA/root755/mine")" = safe ]
+  [ "$(chain "$AREA/sticky/alice")" = safe ]
+  [ "$(chain "$AREA/sticky")" = safe ]
+  [ "$(chain "$AREA/g775")" = safe ] # the user's own group
+  run chain "$AREA/bobs"
+  [[ $output == "$AREA/bobs belongs to $HPC_OTHER_USER, not to you or root"*"set HPC_LOCAL_SCRATCH"* ]]
+  run chain "$AREA/w777/mine"
+  [[ $output == "$AREA/w777 can be written by other users (mode 0777, not sticky)"*"chmod go-w '$AREA/w777'"* ]]
+  # A link is judged by its owner, and where it leads by the folders there.
+  ln -s "$AREA/bobs" "$AREA/root755/to_bobs"
+  run chain "$AREA/root755/to_bobs"
+  [[ $output == "$AREA/bobs belongs to $HPC_OTHER_USER"* ]]
+  as_other ln -s "$AREA/root755/mine" "$AREA/bobs/link"
+  run chain "$AREA/bobs/link"
+  [[ $output == "$AREA/bobs belongs to"* ]]
+  ln -s "$AREA/root755/mine" "$AREA/sticky/rootlink"
+  [ "$(chain "$AREA/sticky/rootlink")" = safe ]
+  chown -h "$HPC_OTHER_USER" "$AREA/sticky/rootlink"
+  run chain "$AREA/sticky/rootlink"
+  [[ $output == "$AREA/sticky/rootlink belongs to $HPC_OTHER_USER"* ]]
+}

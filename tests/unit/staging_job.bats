@@ -77,7 +77,7 @@ job() {
   [[ $output == *"seen while running"* ]]
 }
 
-@test "a folder left by an earlier run of the job id is started afresh; a link there is refused" {
+@test "a folder left by an earlier run of the job id is started afresh; a link there is left alone" {
   mkdir -p "$OWN/stale_xyz"
   job 'ls -A "$SLURM_TMPDIR"'
   [ "$status" -eq 0 ]
@@ -85,11 +85,12 @@ job() {
   [[ $output != *stale_xyz* ]]
   mkdir -p "$BATS_TEST_TMPDIR/elsewhere"
   ln -s "$BATS_TEST_TMPDIR/elsewhere" "$OWN"
-  job 'echo reached'
-  [ "$status" -ne 0 ]
-  [[ $stderr == *"cannot create $OWN"* ]]
-  [[ $output != *reached* ]]
-  [ -d "$BATS_TEST_TMPDIR/elsewhere" ]
+  job 'echo "reached $SLURM_TMPDIR"'
+  [ "$status" -eq 0 ]
+  [[ $stderr == *"$OWN is taken (it is a symbolic link; not this job's, left alone): the job uses $OWN."* ]]
+  [[ $output == *"reached $OWN."* ]]
+  [ -L "$OWN" ] && [ -d "$BATS_TEST_TMPDIR/elsewhere" ]
+  [ -z "$(ls -A "$BATS_TEST_TMPDIR/elsewhere")" ]
 }
 
 @test "Slurm's SLURM_TMPDIR is used when the profile says it is provided, and not removed" {
@@ -170,34 +171,36 @@ job() {
   [ "$output" = "1.5 KiB" ]
 }
 
-@test "another user's leftover hpc_job folder is never removed: the job stops and says whose it is" {
+@test "another user's leftover hpc_job folder is never removed: the job runs in a folder of an unguessable name beside it, and says whose it is (issue 23)" {
   mkdir -m 755 "$OWN"
   echo theirs >"$OWN/their_file"
   chown -R nobody "$OWN"
-  job 'echo reached'
-  [ "$status" -ne 0 ]
-  [[ $output != *reached* ]]
-  [[ $stderr == *"cannot create $OWN (it exists and belongs to nobody; it is not this job's folder and is left alone): the job stops"* ]]
-  [[ $output != *"removed the job's folder"* ]]
+  job 'echo "reached $SLURM_TMPDIR"; stat -c "mode=%a" "$SLURM_TMPDIR"; echo r >"$HPC_RESULTS_DIR/r.txt"'
+  [ "$status" -eq 0 ]
+  [[ $stderr == *"$OWN is taken (it exists and belongs to nobody; not this job's, left alone): the job uses $OWN."* ]]
+  [[ $output =~ reached\ $OWN\.[A-Za-z0-9]{6}$'\n' ]]
+  [[ $output == *"mode=700"* ]]
+  [[ $output == *"local scratch: removed the job's folder on 1 node(s)"* ]]
+  [ "$(cat "$DEST/r.txt")" = r ]
   [ "$(cat "$OWN/their_file")" = theirs ]
   [ "$(stat -c %U "$OWN")" = nobody ]
+  [ -z "$(find "${OWN%/*}" -maxdepth 1 -name "${OWN##*/}.*")" ] # its own folder is gone
 }
 
-@test "a planted symbolic link at the job's folder is left as it is, and so is its target" {
+@test "a planted symbolic link or file at the job's folder is left as it is, and so is its target" {
   mkdir -p "$BATS_TEST_TMPDIR/elsewhere"
   echo keep >"$BATS_TEST_TMPDIR/elsewhere/f"
   ln -s "$BATS_TEST_TMPDIR/elsewhere" "$OWN"
-  job 'echo reached'
-  [ "$status" -ne 0 ]
-  [[ $stderr == *"cannot create $OWN (it is a symbolic link"* ]]
-  [[ $output != *"removed the job's folder"* ]]
+  job 'echo "reached $SLURM_TMPDIR"; echo mine >"$SLURM_TMPDIR/f"'
+  [ "$status" -eq 0 ]
+  [[ $stderr == *"$OWN is taken (it is a symbolic link"* ]]
   [ -L "$OWN" ]
   [ "$(cat "$BATS_TEST_TMPDIR/elsewhere/f")" = keep ]
-  # A plain file there is not the job's either.
   rm "$OWN"
   echo file >"$OWN"
   job 'echo reached'
-  [ "$status" -ne 0 ]
+  [ "$status" -eq 0 ]
+  [[ $stderr == *"$OWN is taken (it exists and is not a folder"* ]]
   [ "$(cat "$OWN")" = file ]
 }
 

@@ -178,11 +178,25 @@ _hpc_sync_loop() {
   done
 }
 
-# hpc_results_sync: copy the results folder to shared scratch now (rsync -a, else cp -a;
-# nothing is deleted there). Safe to call at any time, also from a signal handler: copies
-# never overlap. Returns non-zero (and says why in the log) when the copy failed.
+# hpc_results_sync: copy the results folder to shared scratch now; nothing is deleted
+# there. Safe to call at any time, also from a signal handler: copies never overlap.
+# What comes back, and how (README.md, "Results"):
+# - only this user's files: an entry of another user (a file planted in a shared results
+#   folder) stays, with its folder's content, and the log says so;
+# - modes are not taken from the node: files arrive as the user's new files do (umask), so
+#   a folder the program left open (777) does not arrive open;
+# - a link that leads into the job's node-local folders ($SLURM_TMPDIR, its results) is
+#   copied as what it leads to (the node's folder is removed at the end); any other link
+#   is copied as a link, and the log says where it leads; links are never followed to
+#   decide what else to copy;
+# - sparse files stay sparse (rsync --sparse, tar -S);
+# - after a SIGTERM (HPC_RESULTS_DEADLINE_US, hpc_hooks_before_kill) the copy is cut off
+#   in time to list, before Slurm's SIGKILL, what did not come back; rsync keeps a cut-off
+#   file in .hpc_partial/ beside it, and the next copy (the final one, a requeued
+#   attempt's) goes on from there. The list is also written to $HPC_RESULTS_DEST/.hpc_not_copied.
+# Returns non-zero (and says why in the log) when something did not come back.
 hpc_results_sync() {
-  local src=${HPC_RESULTS_DIR:-} dest=${HPC_RESULTS_DEST:-} rc=0 out t0=$EPOCHREALTIME
+  local src=${HPC_RESULTS_DIR:-} dest=${HPC_RESULTS_DEST:-} rc=0 t0=$EPOCHREALTIME work
   [[ -n $src && -n $dest ]] || return 0
   if [[ ! -d $src ]]; then
     hpc_log "results: $src is not there: nothing to copy"
@@ -191,25 +205,147 @@ hpc_results_sync() {
   # A folder with no file in it (a packed job's empty task_I folders) makes no empty copy
   # in scratch.
   [[ -n $(find "$src" -mindepth 1 ! -type d -print -quit 2>/dev/null) ]] || return 0
-  local copy=(cp -a -- "$src/." "$dest/") lock=()
-  command -v rsync >/dev/null && copy=(rsync -a -- "$src/" "$dest/")
-  command -v flock >/dev/null && lock=(flock "${SLURM_TMPDIR:-/tmp}/.hpc_results.lock")
-  out=$(mkdir -p -- "$dest" 2>&1 && "${lock[@]}" "${copy[@]}" 2>&1) || rc=$?
-  if ((rc != 0)); then
-    hpc_error "results: copying $src to $dest failed (${copy[0]} exit $rc): ${out:0:2000}"
+  work=$(mktemp -d "${TMPDIR:-/tmp}/hpc_results.XXXXXX" 2>/dev/null) ||
+    work=$(mktemp -d "${SLURM_TMPDIR:-/tmp}/.hpc_results.XXXXXX") || {
+    hpc_error "results: no room for the copy's lists (mktemp failed): nothing copied to $dest"
     return 1
-  fi
+  }
+  _hpc_results_copy "$src" "$dest" "$work" || rc=$?
+  rm -rf -- "$work"
+  ((rc == 0)) || return 1
   hpc_log "results: copied to $dest in $(_hpc_seconds_since "$t0") s"
 }
 
-# hpc_results_final RC: exit hook: stop the periodic copy, copy one last time. When that
-# fails after a successful program, the job fails (exit $HPC_EXIT_RESULTS_LOST).
+# _hpc_results_copy SRC DEST WORK: hpc_results_sync's copy, its lists in WORK.
+_hpc_results_copy() {
+  local src=$1 dest=$2 work=$3 rc=0 out="" left="" why lock=() tmo=() fd
+  _hpc_results_lists "$src" "$work"
+  if [[ -n ${HPC_RESULTS_DEADLINE_US:-} ]]; then
+    left=$((HPC_RESULTS_DEADLINE_US - ${EPOCHREALTIME/[.,]/}))
+    if ((left <= 0)); then
+      _hpc_results_missing "$src" "$dest" "$work" "no time was left before Slurm's kill to copy them"
+      return 1
+    fi
+    printf -v left '%d.%06d' $((left / 1000000)) $((left % 1000000))
+    tmo=(timeout -k 1 "$left")
+  fi
+  mkdir -p -- "$dest" 2>/dev/null || {
+    hpc_error "results: copying $src to $dest failed: cannot create $dest, nothing copied (is \$SCRATCH writable from this node?)"
+    return 1
+  }
+  if command -v flock >/dev/null && exec {fd}>>"${SLURM_TMPDIR:-$work}/.hpc_results.lock"; then
+    lock=(flock "$fd")
+    [[ -z $left ]] || lock=(flock -w "${left%.*}" "$fd")
+    "${lock[@]}" || true
+  fi
+  if command -v rsync >/dev/null; then
+    local base=(rsync -lt --sparse --no-perms --chmod=ugo=rwX --partial-dir=.hpc_partial --from0)
+    [[ -z ${HPC_RESULTS_BWLIMIT:-} ]] || base+=("--bwlimit=$HPC_RESULTS_BWLIMIT")
+    out=$("${tmo[@]}" "${base[@]}" --files-from="$work/copy" -- "$src/" "$dest/" 2>&1) || rc=$?
+    if ((rc == 0)) && [[ -s $work/deref ]]; then
+      out=$("${tmo[@]}" "${base[@]}" -rL --files-from="$work/deref" -- "$src/" "$dest/" 2>&1) || rc=$?
+    fi
+  else
+    # (no rsync: tar, without resuming a cut-off file)
+    out=$({ "${tmo[@]}" tar -C "$src" --null -T "$work/copy" --no-recursion -cSf - |
+      tar -C "$dest" -xf - --no-same-owner --no-same-permissions; } 2>&1) || rc=$?
+    if ((rc == 0)) && [[ -s $work/deref ]]; then
+      out=$({ "${tmo[@]}" tar -C "$src" --null -T "$work/deref" -chSf - |
+        tar -C "$dest" -xf - --no-same-owner --no-same-permissions; } 2>&1) || rc=$?
+    fi
+  fi
+  [[ -z $fd ]] || exec {fd}>&-
+  if ((rc == 0)); then
+    rm -f -- "$dest/.hpc_not_copied"
+    return 0
+  fi
+  why="the copy failed (exit $rc): ${out:0:1500}"
+  ((rc != 124 && rc != 137)) || why="the copy ran out of the time left before Slurm's kill (KillWait)"
+  _hpc_results_missing "$src" "$dest" "$work" "$why"
+  return 1
+}
+
+# _hpc_results_lists SRC WORK: WORK/copy: this user's entries of SRC (folders, files, and
+# links copied as links), NUL-separated, relative; WORK/deref: the links into the job's
+# node-local folders, copied as their content. Logs what stays behind and why.
+_hpc_results_lists() {
+  local src=$1 work=$2 uid entry target inside=() d notes=0
+  uid=$(id -u)
+  : >"$work/deref"
+  for d in "${SLURM_TMPDIR:-}" "$src"; do
+    [[ -z $d ]] || inside+=("$(cd -P -- "$d" 2>/dev/null && pwd -P)")
+  done
+  # Another user's entries (and whatever is inside them) are pruned, never copied.
+  while IFS= read -r -d '' entry; do
+    ((notes++ < 20)) && hpc_log "results: not copied: $entry (it belongs to $(stat -c %U -- "$src/$entry" 2>/dev/null || echo 'another user'), not to you)"
+  done < <(find "$src" -mindepth 1 ! -uid "$uid" -prune -printf '%P\0' 2>/dev/null)
+  ((notes <= 20)) || hpc_log "results: ... and $((notes - 20)) more entries of other users, not copied"
+  find "$src" -mindepth 1 ! -uid "$uid" -prune -o ! -type l -printf '%P\0' >"$work/copy" 2>/dev/null
+  while IFS= read -r -d '' entry; do
+    target=$(readlink -- "$src/$entry")
+    d=$(realpath -m -- "$src/$entry" 2>/dev/null) || d=""
+    if [[ -n $d && ${#inside[@]} -gt 0 ]] && _hpc_path_under "$d" "${inside[@]}" &&
+      ! _hpc_path_under "$d" "${inside[1]:-/nonexistent}"; then
+      printf '%s\0' "$entry" >>"$work/deref" # into $SLURM_TMPDIR, not into the results
+    else
+      printf '%s\0' "$entry" >>"$work/copy"
+      # A link within the results themselves arrives whole with them; say only of the others.
+      _hpc_path_under "$d" "${inside[1]:-/nonexistent}" ||
+        hpc_log "results: $entry is a link to $target, outside the job's node-local folders: copied as a link"
+    fi
+  done < <(find "$src" -mindepth 1 ! -uid "$uid" -prune -o -type l -printf '%P\0' 2>/dev/null)
+}
+
+# _hpc_path_under PATH DIR...: PATH is DIR or below one of the DIRs.
+_hpc_path_under() {
+  local p=$1 d
+  shift
+  for d; do
+    [[ -n $d && ($p == "$d" || $p == "$d"/*) ]] && return 0
+  done
+  return 1
+}
+
+# _hpc_results_missing SRC DEST WORK WHY: log (and write to DEST/.hpc_not_copied) this
+# user's files of SRC that are not at DEST with their size, and why.
+_hpc_results_missing() {
+  local src=$1 dest=$2 work=$3 why=$4 entry n=0 list=()
+  if [[ -n ${HPC_RESULTS_EARLY_COPY:-} ]]; then
+    hpc_log "results: the copy started at SIGTERM stopped ($why); the last copy goes on"
+    return 0
+  fi
+  find "$src" -mindepth 1 ! -uid "$(id -u)" -prune -o -type f -printf '%P\t%s\0' 2>/dev/null |
+    sort -z >"$work/src.sizes"
+  find "$dest" -mindepth 1 -name .hpc_partial -prune -o -type f -printf '%P\t%s\0' 2>/dev/null |
+    sort -z >"$work/dest.sizes"
+  while IFS= read -r -d '' entry; do
+    list+=("${entry%$'\t'*}")
+  done < <(comm -z -23 "$work/src.sizes" "$work/dest.sizes")
+  while IFS= read -r -d '' entry; do
+    [[ -e $dest/$entry && ! -L $dest/$entry ]] || list+=("$entry")
+  done <"$work/deref"
+  hpc_error "results: NOT all copied back to $dest: ${#list[@]} file(s) did not come back: $why. They are lost with the node's folder unless a later copy gets them"
+  for entry in "${list[@]}"; do
+    ((n++ < 30)) || break
+    hpc_log "results: not copied: $entry" >&2
+  done
+  ((${#list[@]} <= 30)) || hpc_log "results: ... and $((${#list[@]} - 30)) more (the whole list: $dest/.hpc_not_copied)" >&2
+  ((${#list[@]} == 0)) || { printf '%s\n' "${list[@]}" >"$dest/.hpc_not_copied"; } 2>/dev/null || true
+}
+
+# hpc_results_final RC: exit hook: stop the periodic copy, wait for the copy a SIGTERM
+# started (hpc_hooks_before_kill), copy one last time. When that fails after a successful
+# program, the job fails (exit $HPC_EXIT_RESULTS_LOST).
 hpc_results_final() {
   local rc=${1:-0}
   if [[ -n $HPC_SYNC_PID ]]; then
     kill "$HPC_SYNC_PID" 2>/dev/null
     wait "$HPC_SYNC_PID" 2>/dev/null
     HPC_SYNC_PID=""
+  fi
+  if [[ -n ${HPC_RESULTS_EARLY_PID:-} ]]; then
+    hpc_wait_child "$HPC_RESULTS_EARLY_PID" >/dev/null 2>&1 || true
+    HPC_RESULTS_EARLY_PID=""
   fi
   hpc_results_sync && return 0
   if ((rc == 0)); then
@@ -248,14 +384,26 @@ hpc_stage_data() {
   hpc_log "data: ${HPC_DATA_ARCHIVE##*/} ($size) extracted into \$SLURM_TMPDIR on $nodes node(s) in $(_hpc_seconds_since "$t0") s"
 }
 
+# Seconds (in microseconds) that the results copy after a SIGTERM leaves of Slurm's
+# KillWait, to list what did not come back and remove the job's folders.
+HPC_KILL_RESERVE_US=1500000
+
 # hpc_hooks_before_kill: after a SIGTERM that ends the job (scancel, time limit), Slurm
-# kills every process KillWait seconds later. The program gets the first half of that
-# to exit; then the exit hooks (results copy, folder removal) run at once, while there is
+# kills every process KillWait seconds later. The results copy starts at once, in the
+# background, budgeted to end HPC_KILL_RESERVE_US before the kill; the program gets the
+# first half of KillWait to exit; then the exit hooks (the last copy of what the program
+# wrote meanwhile, within the same budget; folder removal) run at once, while there is
 # still time, instead of after a program that may never end. Called by the TERM handler.
 hpc_hooks_before_kill() {
-  local kill_wait t0=${EPOCHREALTIME/[.,]/}
+  local kill_wait t0=${HPC_TERM_AT_US:-${EPOCHREALTIME/[.,]/}}
   kill_wait=$(scontrol show config 2>/dev/null | awk '$1 == "KillWait" { print $3 + 0 }')
   [[ $kill_wait =~ ^[0-9]+$ ]] && ((kill_wait > 0)) || kill_wait=30
+  HPC_RESULTS_DEADLINE_US=$((t0 + kill_wait * 1000000 - HPC_KILL_RESERVE_US))
+  if [[ -n ${HPC_RESULTS_DIR:-} && -n ${HPC_RESULTS_DEST:-} ]]; then
+    hpc_log "results: copying to $HPC_RESULTS_DEST now, within the $kill_wait s Slurm gives before its kill"
+    HPC_RESULTS_EARLY_COPY=1 hpc_results_sync </dev/null &
+    HPC_RESULTS_EARLY_PID=$!
+  fi
   while [[ -n ${HPC_CHILD_PID:-} ]] && kill -0 "$HPC_CHILD_PID" 2>/dev/null &&
     ((${EPOCHREALTIME/[.,]/} - t0 < kill_wait * 500000)); do
     sleep 0.1

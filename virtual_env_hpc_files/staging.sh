@@ -220,6 +220,10 @@ hpc_results_sync() {
 _hpc_results_copy() {
   local src=$1 dest=$2 work=$3 rc=0 out="" left="" why lock=() tmo=() fd
   _hpc_results_lists "$src" "$work"
+  mkdir -p -- "$dest" 2>/dev/null || {
+    hpc_error "results: copying $src to $dest failed: cannot create $dest, nothing copied (is \$SCRATCH writable from this node?)"
+    return 1
+  }
   if [[ -n ${HPC_RESULTS_DEADLINE_US:-} ]]; then
     left=$((HPC_RESULTS_DEADLINE_US - ${EPOCHREALTIME/[.,]/}))
     if ((left <= 0)); then
@@ -229,10 +233,6 @@ _hpc_results_copy() {
     printf -v left '%d.%06d' $((left / 1000000)) $((left % 1000000))
     tmo=(timeout -k 1 "$left")
   fi
-  mkdir -p -- "$dest" 2>/dev/null || {
-    hpc_error "results: copying $src to $dest failed: cannot create $dest, nothing copied (is \$SCRATCH writable from this node?)"
-    return 1
-  }
   if command -v flock >/dev/null && exec {fd}>>"${SLURM_TMPDIR:-$work}/.hpc_results.lock"; then
     lock=(flock "$fd")
     [[ -z $left ]] || lock=(flock -w "${left%.*}" "$fd")

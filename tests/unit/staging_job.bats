@@ -245,3 +245,44 @@ job() {
   HPC_PROVIDES_TMPDIR=no SLURM_TMPDIR=$BATS_TEST_TMPDIR/slurm_tmp job 'echo "tmp=$SLURM_TMPDIR"'
   [[ $output == *"tmp=$OWN"* ]]
 }
+
+@test "results come back whole and only the user's: links into \$SLURM_TMPDIR as content, others as links (said), sparse stays sparse, no open modes, no other user's files (issue 23)" {
+  job 'cd "$HPC_RESULTS_DIR"
+    mkdir -p "$SLURM_TMPDIR/work/ckpt" && echo weights >"$SLURM_TMPDIR/work/ckpt/w.bin" && echo best >"$SLURM_TMPDIR/work/best.txt"
+    ln -s "$SLURM_TMPDIR/work/best.txt" best.txt
+    ln -s ../work/ckpt ckpt
+    echo data >own.txt && ln -s own.txt latest.txt
+    ln -s /etc/hostname host
+    truncate -s 2G sparse.bin && printf x >>sparse.bin
+    mkdir open && chmod 777 open && echo o >open/f && chmod 666 open/f
+    mkdir theirs && echo planted >theirs/p && echo planted >planted.txt
+    chown -R nobody theirs planted.txt'
+  echo "$output"; echo "$stderr"
+  [ "$status" -eq 0 ]
+  [ -f "$DEST/best.txt" ] && [ ! -L "$DEST/best.txt" ] && [ "$(cat "$DEST/best.txt")" = best ]
+  [ -d "$DEST/ckpt" ] && [ ! -L "$DEST/ckpt" ] && [ "$(cat "$DEST/ckpt/w.bin")" = weights ]
+  [ "$(readlink "$DEST/latest.txt")" = own.txt ]
+  [ "$(readlink "$DEST/host")" = /etc/hostname ]
+  [[ $output == *"results: host is a link to /etc/hostname, outside the job's node-local folders: copied as a link"* ]]
+  [[ $output != *"latest.txt is a link"* ]]
+  [ "$(stat -c %s "$DEST/sparse.bin")" -eq $((2 * 1024 * 1024 * 1024 + 1)) ]
+  [ "$(du -k "$DEST/sparse.bin" | cut -f1)" -lt 1024 ]
+  (($(stat -c '0%a' "$DEST/open") & 8#022)) && false
+  (($(stat -c '0%a' "$DEST/open/f") & 8#022)) && false
+  [ "$(cat "$DEST/open/f")" = o ]
+  [ ! -e "$DEST/theirs" ] && [ ! -e "$DEST/planted.txt" ]
+  [[ $output == *"results: not copied: theirs (it belongs to nobody, not to you)"* ]]
+  [[ $output == *"results: not copied: planted.txt (it belongs to nobody, not to you)"* ]]
+  [ -z "$(find "$DEST" ! -user "$(id -un)")" ]
+}
+
+@test "a copy cut off by its deadline (SIGTERM budget) lists in the log what did not come back (issue 23)" {
+  # The deadline already passed: nothing can be copied, everything is listed.
+  job 'echo a >"$HPC_RESULTS_DIR/a.txt"; mkdir "$HPC_RESULTS_DIR/sub"; echo b >"$HPC_RESULTS_DIR/sub/b.txt"
+    HPC_RESULTS_DEADLINE_US=$((${EPOCHREALTIME/[.,]/} - 1)); exit 0'
+  echo "$stderr"
+  [ "$status" -eq 74 ]
+  [[ $stderr == *"results: NOT all copied back to $DEST: 2 file(s) did not come back: no time was left before Slurm's kill to copy them"* ]]
+  [[ $stderr == *"results: not copied: a.txt"* && $stderr == *"results: not copied: sub/b.txt"* ]]
+  [ "$(sort "$DEST/.hpc_not_copied" | tr '\n' ' ')" = "a.txt sub/b.txt " ]
+}

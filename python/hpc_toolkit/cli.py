@@ -207,7 +207,7 @@ def _not_regular(path: Path) -> bool:
 
 def _refuse_not_regular(path: Path) -> None:
     if _not_regular(path):
-        die(f"{path} is not a regular file: not read (the ledger names it as a log: was it edited?)", 1)
+        die(f"{path} is not a regular file: not read (the ledger names it as a log: edited?)", 1)
 
 
 def _tail(path: Path, lines: int) -> str:

@@ -182,7 +182,7 @@ def parse_line(line: str) -> SlurmJob:
     if not re.fullmatch(r"[0-9]{1,9}", num_tasks) or not 1 <= int(num_tasks) <= MAX_TASKS_PER_LINE:
         raise ValueError(
             f"task count {num_tasks[:30]!r} is not a whole number from 1 to {MAX_TASKS_PER_LINE}: "
-            f"more than {MAX_TASKS_PER_LINE} tasks is no sbatch call of this toolkit (was the line edited?)"
+            f"more than {MAX_TASKS_PER_LINE} tasks is no sbatch call of this toolkit (edited?)"
         )
     if kind not in ("job", "venv") or not re.fullmatch(r"[0-9]{1,18}", offset):
         raise ValueError(f"kind {kind!r} or task offset {offset!r} is not valid")

@@ -51,7 +51,8 @@ def test_a_percent_in_scratch_is_part_of_the_log_path(
     )
     (out / "one-900.out").write_text("plain\n")
     (out / "arr-901_1.out").write_text("second\n")
-    stub("sacct", "900|COMPLETED|0:0|00:00:01|node1\n901_0|COMPLETED|0:0|00:00:01|node1\n901_1|COMPLETED|0:0|00:00:01|node1\n")
+    rows = ["900|COMPLETED", "901_0|COMPLETED", "901_1|COMPLETED"]
+    stub("sacct", "".join(f"{r}|0:0|00:00:01|node1\n" for r in rows))
     args = ["--scratch-dir", str(scratch)]
     status = runner.invoke(app, ["status", "one", *args])
     assert status.exit_code == 0, status.stderr

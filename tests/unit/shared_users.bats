@@ -2,6 +2,7 @@
 # The submitting side among other users (issue 23): what another researcher's files on the
 # same machine do to a submission. Runs the toolkit as the test user (hpcalice); root only
 # sets the scene (the other user's files). Nothing reaches Slurm (--dry-run, stub sbatch).
+# shellcheck disable=SC2016 # code in single quotes is the inner shell's
 
 load ../helpers/common
 load ../helpers/users

@@ -269,12 +269,11 @@ _hpc_results_copy() {
 # links copied as links), NUL-separated, relative; WORK/deref: the links into the job's
 # node-local folders, copied as their content. Logs what stays behind and why.
 _hpc_results_lists() {
-  local src=$1 work=$2 uid entry target inside=() d notes=0
+  local src=$1 work=$2 uid entry target to tmp_real="" src_real notes=0
   uid=$(id -u)
   : >"$work/deref"
-  for d in "${SLURM_TMPDIR:-}" "$src"; do
-    [[ -z $d ]] || inside+=("$(cd -P -- "$d" 2>/dev/null && pwd -P)")
-  done
+  [[ -z ${SLURM_TMPDIR:-} ]] || tmp_real=$(cd -P -- "$SLURM_TMPDIR" 2>/dev/null && pwd -P)
+  src_real=$(cd -P -- "$src" 2>/dev/null && pwd -P)
   # Another user's entries (and whatever is inside them) are pruned, never copied.
   while IFS= read -r -d '' entry; do
     ((notes++ < 20)) && hpc_log "results: not copied: $entry (it belongs to $(stat -c %U -- "$src/$entry" 2>/dev/null || echo 'another user'), not to you)"
@@ -283,15 +282,14 @@ _hpc_results_lists() {
   find "$src" -mindepth 1 ! -uid "$uid" -prune -o ! -type l -printf '%P\0' >"$work/copy" 2>/dev/null
   while IFS= read -r -d '' entry; do
     target=$(readlink -- "$src/$entry")
-    d=$(realpath -m -- "$src/$entry" 2>/dev/null) || d=""
-    if [[ -n $d && ${#inside[@]} -gt 0 ]] && _hpc_path_under "$d" "${inside[@]}" &&
-      ! _hpc_path_under "$d" "${inside[1]:-/nonexistent}"; then
-      printf '%s\0' "$entry" >>"$work/deref" # into $SLURM_TMPDIR, not into the results
+    to=$(realpath -m -- "$src/$entry" 2>/dev/null) || to=""
+    if [[ $target != /* ]] && _hpc_path_under "$to" "$src_real"; then
+      printf '%s\0' "$entry" >>"$work/copy" # relative, within the results: still works there
+    elif _hpc_path_under "$to" "$tmp_real" "$src_real"; then
+      printf '%s\0' "$entry" >>"$work/deref" # the node's folder goes: its content comes back
     else
       printf '%s\0' "$entry" >>"$work/copy"
-      # A link within the results themselves arrives whole with them; say only of the others.
-      _hpc_path_under "$d" "${inside[1]:-/nonexistent}" ||
-        hpc_log "results: $entry is a link to $target, outside the job's node-local folders: copied as a link"
+      hpc_log "results: $entry is a link to $target, outside the job's node-local folders: copied as a link"
     fi
   done < <(find "$src" -mindepth 1 ! -uid "$uid" -prune -o -type l -printf '%P\0' 2>/dev/null)
 }

@@ -251,7 +251,7 @@ job() {
     mkdir -p "$SLURM_TMPDIR/work/ckpt" && echo weights >"$SLURM_TMPDIR/work/ckpt/w.bin" && echo best >"$SLURM_TMPDIR/work/best.txt"
     ln -s "$SLURM_TMPDIR/work/best.txt" best.txt
     ln -s ../work/ckpt ckpt
-    echo data >own.txt && ln -s own.txt latest.txt
+    echo data >own.txt && ln -s own.txt latest.txt && ln -s "$HPC_RESULTS_DIR/own.txt" abs.txt
     ln -s /etc/hostname host
     truncate -s 2G sparse.bin && printf x >>sparse.bin
     mkdir open && chmod 777 open && echo o >open/f && chmod 666 open/f
@@ -262,6 +262,7 @@ job() {
   [ -f "$DEST/best.txt" ] && [ ! -L "$DEST/best.txt" ] && [ "$(cat "$DEST/best.txt")" = best ]
   [ -d "$DEST/ckpt" ] && [ ! -L "$DEST/ckpt" ] && [ "$(cat "$DEST/ckpt/w.bin")" = weights ]
   [ "$(readlink "$DEST/latest.txt")" = own.txt ]
+  [ -f "$DEST/abs.txt" ] && [ ! -L "$DEST/abs.txt" ] # an absolute path on the node would dangle
   [ "$(readlink "$DEST/host")" = /etc/hostname ]
   [[ $output == *"results: host is a link to /etc/hostname, outside the job's node-local folders: copied as a link"* ]]
   [[ $output != *"latest.txt is a link"* ]]

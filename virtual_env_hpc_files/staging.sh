@@ -41,10 +41,12 @@ hpc_prepare_tmpdir() {
   [[ -n ${SLURM_TMPDIR:-} ]] || from=TMPDIR
   hpc_slurm_tmpdir_to SLURM_TMPDIR # or this job's TMPDIR, where Slurm sets only that (job_lib.sh)
   if [[ $mode != no && -n ${SLURM_TMPDIR:-} && -d ${SLURM_TMPDIR:-} ]]; then
+    # The site's own set-up, which the user cannot change (and whose folders may belong to
+    # a service user such as SlurmUser): said, not refused.
     local unsafe
     hpc_unsafe_chain_to unsafe "$SLURM_TMPDIR"
     [[ -z $unsafe ]] ||
-      hpc_fail "local scratch: \$SLURM_TMPDIR=$SLURM_TMPDIR (\$$from) is not safe for the job's files: $unsafe"
+      hpc_log "WARNING: local scratch: \$SLURM_TMPDIR=$SLURM_TMPDIR (\$$from, made by the cluster) may not be safe for the job's files: $unsafe. Tell your admins"
     if [[ -n ${HPC_LOCAL_RUN:-} ]]; then
       hpc_log "local scratch: \$SLURM_TMPDIR=$SLURM_TMPDIR (made by the --local run, removed at its end)"
     else

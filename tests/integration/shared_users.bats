@@ -172,7 +172,8 @@ EOF2
   cat "$log"
   [[ $(job_state "$JOB_ID") == CANCELLED* ]]
   grep -q "results: copying to $dest now, within the 5 s Slurm gives before its kill" "$log"
-  grep -q "results: NOT all copied back to $dest: [1-4] file(s) did not come back: the copy ran out of the time left before Slurm's kill" "$log"
+  # (the copy started at SIGTERM may use the whole budget: the last one then has none left)
+  grep -Eq "results: NOT all copied back to $dest: [1-4] file\(s\) did not come back: (the copy ran out of the time left|no time was left) before Slurm's kill" "$log"
   for f in f1 f2 f3 f4; do
     if [ "$(stat -c %s "$dest/$f" 2>/dev/null)" = 3000000 ]; then
       whole=$((whole + 1))

@@ -11,7 +11,7 @@
 #
 # Options take their value as the next word or after '=' (--gpus=2). Environment:
 # SCRATCH (required), HPC_CLUSTER, HPC_VENV, HPC_PROJECT_NAME, HPC_QUIET, HPC_MAIL_USER.
-# See README.md.
+# See README.md and docs/ (docs/reference.md: every option).
 set -euo pipefail
 
 HPC_PROG=job_submitter.sh
@@ -106,6 +106,7 @@ prepare() {
   local source_dir=$1 stamp=$2
   shift 2
   HPC_CMDLINE=("$@") # a resource block's options replace some of them (blocks.sh)
+  hpc_plan_forget_enclosing_job # inside a job: its plan's settings are not the user's
   J_GROUP_COUNT=0
   hpc_parse_options "$@"
   ((OPT_HELP == 0)) || return 0
@@ -132,6 +133,7 @@ prepare() {
   hpc_pack_settle # --pack, --lines-per-job (pack.sh)
   hpc_settle_paths "$source_dir"
   hpc_sweep_requested || hpc_check_scripts_exist
+  hpc_sweep_requested || hpc_check_relative_outputs
   settle_commands
   hpc_code_settle
   hpc_mail_settle
@@ -145,6 +147,7 @@ prepare() {
     hpc_plan_chunks
   fi
   hpc_debug_check_plan # --local: every task's chunk on one node
+  hpc_plan_check_dependencies # the user's --dependency joins the toolkit's (plan.sh)
   if ((OPT_DRY_RUN == 0 && OPT_LOCAL == 0)); then
     need_sbatch
     # The Slurm version, --time within MaxTime, --gpu-type (each distinct request of the
@@ -207,7 +210,7 @@ main() {
   hpc_print_submitted "${submitted[@]}"
   hpc_pack_print_submitted
   hpc_code_record
-  ! hpc_sweep_requested || hpc_sweep_submitted
+  ! hpc_sweep_requested || hpc_sweep_submitted "${submitted[@]}"
 }
 
 [[ ${BASH_SOURCE[0]} != "$0" ]] || main "$@"

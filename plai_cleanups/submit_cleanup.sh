@@ -8,7 +8,7 @@
 # removes the folders hpc_job_<job id>_<node> that your jobs left in the profile's local scratch
 # (HPC_LOCAL_SCRATCH) when no job of yours with that id is still in the queue, and writes
 # what it freed (folders, bytes) into one log. Nothing else is touched: no other names,
-# no other user's files, no links followed, no other filesystem (see README.md, "Cleaning node-local scratch").
+# no other user's files, no links followed, no other filesystem (see docs/cluster-admins.md, "Cleaning node-local scratch").
 #
 # Options:
 # @options: one row each in cleanup_options below, listed here by --help

@@ -6,17 +6,17 @@
 # job_submitter.sh's options. Everything else is derived from it: the parser and the reset
 # (hpc_options_parse, hpc_options_reset), the "did you mean" list, the options part of
 # `--help` (hpc_options_usage puts the table where the file header says "# @options"), and
-# the README check (tests/unit/options.bats: README's Options table and `--help` agree).
+# the docs check (tests/unit/options.bats: the Options table of docs/reference.md and `--help` agree).
 # The rbenv-style help stays in the file header of job_submitter.sh (summary, usage, notes);
 # its options part is not a copy but this table, printed in its place: nothing to keep in step.
 #
-# Adding an option is ONE row here (and its line in README's Options table, which the test
+# Adding an option is ONE row here (and its line in docs/reference.md's Options table, which the test
 # above demands):
 #   hpc_option SHORT|- --LONG[,--ALIAS...] KIND ARG VARIABLE DEFAULT HELP
 # KIND: flag (VARIABLE=1 when given, else 0), value (the next word or --name=value; "" when
 # not given), list (ARG...: every following word up to the next option; an array), append
 # (repeatable; its value is the next word whatever it looks like; an array). DEFAULT is what
-# the user gets when the option is left out (shown in --help and README; the code that
+# the user gets when the option is left out (shown in --help and docs/reference.md; the code that
 # applies it is elsewhere, the variable is "" then). `hpc_option_section TITLE` starts a
 # group of --help. The cleanup front end (plai_cleanups/submit_cleanup.sh) has its own table
 # and the same parser.
@@ -55,7 +55,7 @@ hpc_submit_options() {
   hpc_option -s --singularity-container value IMAGE OPT_CONTAINER '' 'run the commands in this Singularity/Apptainer image (.sif file or sandbox folder)'
   hpc_option - --container-to-local flag '' OPT_CONTAINER_TO_LOCAL '' "copy the image to each node's local disk first"
 
-  hpc_option_section 'W&B sweeps (instead of the commands file; README.md, "Sweeps"):'
+  hpc_option_section 'W&B sweeps (instead of the commands file; docs/sweeps.md):'
   hpc_option - --wandb-sweepid value ENTITY/PROJECT/ID OPT_SWEEPID '' 'run wandb agent for this sweep, one per array task; submit again to add agents to the same sweep'
   hpc_option - --num-agents value N OPT_NUM_AGENTS 1 'agents (online), or runs (offline random/bayes)'
   hpc_option - --runs-per-agent value N OPT_RUNS_PER_AGENT 1 'runs per agent (wandb agent --count N)'
@@ -160,7 +160,7 @@ _hpc_opt_append() {
   _hpc_opt_to+=("$2")
 }
 
-# _hpc_opt_form_to VAR ROW: "-g, --gpus N" (as --help and README show the option).
+# _hpc_opt_form_to VAR ROW: "-g, --gpus N" (as --help and docs/reference.md show the option).
 _hpc_opt_form_to() {
   local -n _f=$1
   local i=$2 spellings=${_HPC_OPT_LONGS[$2]}

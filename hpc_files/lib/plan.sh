@@ -84,6 +84,9 @@ hpc_plan_settle_job_side() {
   ((OPT_LOCAL == 0)) || J_PREEMPT_WATCH=no # nothing to watch without Slurm
   J_LIGHTNING_HOOK=${HPC_LIGHTNING_HOOK:-yes}
   J_KEEPER_TIMEOUT=${HPC_KEEPER_TIMEOUT:-120}
+  J_RESULTS_BWLIMIT=${HPC_RESULTS_BWLIMIT:-}
+  [[ -z $J_RESULTS_BWLIMIT ]] || is_count "$J_RESULTS_BWLIMIT" ||
+    die "HPC_RESULTS_BWLIMIT='$J_RESULTS_BWLIMIT' is not a whole number of KiB/s: fix or unset it"
   J_CONTAINER_RUNTIME=${HPC_CONTAINER_RUNTIME:-}
   J_LOCAL_RUN=$((OPT_LOCAL))
   local name
@@ -353,6 +356,7 @@ hpc_plan_exports() {
   _export HPC_PROVIDES_TMPDIR "$J_PROVIDES_TMPDIR"
   _export HPC_LOCAL_SCRATCH "$J_LOCAL_SCRATCH"
   _export HPC_KEEPER_TIMEOUT "$J_KEEPER_TIMEOUT"
+  [[ -z ${J_RESULTS_BWLIMIT:-} ]] || _export HPC_RESULTS_BWLIMIT "$J_RESULTS_BWLIMIT"
   # --local: the job runs on this machine, under local_slurm/'s stand-ins (local.sh).
   [[ ${J_LOCAL_RUN:-0} == 0 ]] || _export HPC_LOCAL_RUN 1
   # --data, --results-dir, --sync-every (staging.sh); absent when not used.

@@ -99,12 +99,12 @@ hpc_plan_settle_job_side() {
   ! has_newline "$J_CONTAINER_RUNTIME" || die "HPC_CONTAINER_RUNTIME holds a newline"
 }
 
-# The job-side settings the submitting side reads from its environment (README: The
-# job's environment) and the plan exports again for the job: inside a job of the toolkit
+# The job-side settings the submitting side reads from its environment (docs/reference.md:
+# The job's environment) and the plan exports again for the job: inside a job of the toolkit
 # they hold that job's plan, not the user's wish (tests/unit/job_env.bats keeps this list
 # complete).
 HPC_PLAN_ENV_SETTINGS=(HPC_VENV HPC_REQUEUE_MARGIN HPC_REQUEUE_ON_TERM HPC_KILL_AFTER
-  HPC_PREEMPT_WATCH HPC_LIGHTNING_HOOK HPC_KEEPER_TIMEOUT HPC_CONTAINER_RUNTIME)
+  HPC_PREEMPT_WATCH HPC_LIGHTNING_HOOK HPC_KEEPER_TIMEOUT HPC_CONTAINER_RUNTIME HPC_RESULTS_BWLIMIT)
 
 # hpc_plan_forget_enclosing_job: a submission from inside a job of the toolkit (a line that
 # submits follow-up work, an --interactive session) plans as one from a clean shell: each

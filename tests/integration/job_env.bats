@@ -131,7 +131,7 @@ EOF2
 
 @test "a site's sbatch wrapper prints a notice before the job id: the job is submitted, runs, and keeps its files" {
   local real
-  real=$(command -v sbatch)
+  real=$(type -P sbatch) # the program: the harness makes `sbatch` a function that runs as the user
   mkdir -p "$BATS_TEST_TMPDIR/wrap"
   printf '#!/bin/sh\n[ "$1" = --version ] || echo "NOTICE: maintenance on Friday; jobs longer than 2 days wait"\nexec %q "$@"\n' "$real" \
     >"$BATS_TEST_TMPDIR/wrap/sbatch"
@@ -158,7 +158,7 @@ EOF2
   touch "$SCRATCH/fixed"
   # sbatch waits at a gate, so the two reruns overlap for sure.
   local real gate=$BATS_TEST_TMPDIR/gate
-  real=$(command -v sbatch)
+  real=$(type -P sbatch) # the program: the harness makes `sbatch` a function that runs as the user
   mkdir -p "$BATS_TEST_TMPDIR/wrap"
   printf '#!/bin/sh\n[ "$1" = --version ] || { touch %q.reached; while [ ! -e %q ]; do sleep 0.1; done; }\nexec %q "$@"\n' \
     "$gate" "$gate" "$real" >"$BATS_TEST_TMPDIR/wrap/sbatch"

@@ -77,7 +77,7 @@ HPC_TOOLKIT_DIR=${BASH_SOURCE[0]}
 HPC_TOOLKIT_DIR=${HPC_TOOLKIT_DIR%/*}
 # shellcheck source=hpc_files/lib/hpc_lib.sh
 source "$HPC_TOOLKIT_DIR/lib/hpc_lib.sh"
-for _part in options profile validate resources configs blocks count_args plan sbatch submit ledger coderecord mail local venv container staging wandb_key sweep arrays cluster rerun pack; do
+for _part in options profile validate resources configs blocks count_args plan sbatch submit ledger coderecord mail local venv container staging wandb_key sweep arrays cluster rerun pack runs; do
   # shellcheck source=/dev/null
   source "$HPC_TOOLKIT_DIR/lib/$_part.sh"
 done
@@ -124,6 +124,7 @@ prepare() {
   ((OPT_DRY_RUN || OPT_LOCAL)) || hpc_cluster_ask_start
   hpc_plan_settle_job_side
   hpc_sweep_validate # a sweep makes its own commands (hpc_sweep_stage)
+  hpc_runs_validate # --resume, --fresh (runs.sh)
   if ! hpc_sweep_requested; then
     hpc_read_configs "${OPT_CONFIGS:-$source_dir/experiment_configurations.txt}"
     # (Packed, the jobs are fewer than the lines: hpc_pack_settle counts them.)
@@ -145,6 +146,8 @@ prepare() {
     hpc_plan_chunks
   fi
   hpc_debug_check_plan # --local: every task's chunk on one node
+  # Another run's checkpoints, or a queued submission of the experiment (runs.sh).
+  ((OPT_INTERACTIVE)) || hpc_runs_check
   if ((OPT_DRY_RUN == 0 && OPT_LOCAL == 0)); then
     need_sbatch
     # The Slurm version, --time within MaxTime, --gpu-type (each distinct request of the
@@ -173,6 +176,7 @@ main() {
     hpc_plan_each_distinct J_VENV hpc_venv_check
     HPC_DIE_STATUS=1
     hpc_plan_each_distinct J_DATA_ARCHIVE hpc_staging_build
+    hpc_runs_fresh_move
     hpc_local_run # its exit status is the job's
     return
   fi
@@ -185,6 +189,7 @@ main() {
       hpc_plan_chunks_note
     fi
     hpc_pack_dry_run_note
+    hpc_runs_fresh_note
     print_dry_run
     return 0
   fi
@@ -202,6 +207,7 @@ main() {
   hpc_plan_each_distinct J_DATA_ARCHIVE hpc_staging_build # each chunk's --data archive
   ((OPT_SETUP_VENV == 0)) || hpc_venv_submit_build venv_job
   ! hpc_sweep_requested || hpc_sweep_write # an offline sweep's folder, just before sbatch
+  hpc_runs_fresh_move # --fresh: the old checkpoints aside (runs.sh)
   hpc_submit_plan submitted "$venv_job"
   hpc_print_submitted "${submitted[@]}"
   hpc_pack_print_submitted

@@ -128,13 +128,15 @@ hpc_proc_warn_to() {
   return 0
 }
 
-# hpc_proc_warn_loop ROOT SECONDS LOG_FN: try every 0.5 s until a process of the program
-# takes the warning (it may install its handler a little after starting) or SECONDS
-# pass; LOG_FN MESSAGE says what happened. Run it in the background.
+# hpc_proc_warn_loop ROOT SECONDS LOG_FN [MARK]: try every 0.5 s until a process of the
+# program takes the warning (it may install its handler a little after starting) or
+# SECONDS pass; LOG_FN MESSAGE says what happened. MARK: a file made once a process has
+# taken it (the attempt's verdict reads it: requeue.sh). Run it in the background.
 hpc_proc_warn_loop() {
-  local root=$1 until=$((SECONDS + $2)) log=$3 sent seen told=0
+  local root=$1 until=$((SECONDS + $2)) log=$3 mark=${4:-} sent seen told=0
   while ((SECONDS < until)) && kill -0 "$root" 2>/dev/null; do
     if hpc_proc_warn_to sent "$root" seen; then
+      [[ -z $mark ]] || : >"$mark" 2>/dev/null || "$log" "could not write $mark"
       "$log" "warning passed on as $sent"
       return 0
     fi

@@ -37,7 +37,8 @@ signalled=0 warned=0
 on_warning() {
   ((warned == 0)) || return 0
   warned=1
-  hpc_proc_warn_loop "$child" "${HPC_SIGNAL_GRACE:-60}" rank_log &
+  hpc_proc_warn_loop "$child" "${HPC_SIGNAL_GRACE:-60}" rank_log \
+    "${HPC_ATTEMPT_DIR:+$HPC_ATTEMPT_DIR/warned.rank${SLURM_PROCID:-0}}" &
 }
 trap ':' USR1
 trap on_warning URG

@@ -12,7 +12,9 @@ nothing until Lightning's Trainer module is imported, and then, for every Traine
   SIGTERM every rank sets a flag; at the first batch end where every rank has it (a
   few seconds after the first at most) all ranks agree, save hpc_ckpt_N.ckpt in
   $HPC_CHECKPOINT_DIR together and stop; the job then requeues;
-- makes `trainer.fit(...)` without a ckpt_path resume from the newest of those.
+- makes `trainer.fit(...)` without a ckpt_path resume from the newest of those, when
+  this attempt resumes its run (HPC_RESUMING=1: its own earlier attempt, a --rerun, or
+  --resume); never on a new run's first attempt.
 
 A sitecustomize.py found later on sys.path (a distribution's own) still runs.
 """

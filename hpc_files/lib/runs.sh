@@ -99,8 +99,9 @@ hpc_runs_check_active() {
     mine[${f[1]}]=${f[5]:-${f[1]}}
   done <"$ledger"
   ((${#mine[@]})) || return 0
-  queued=$(squeue -h -u "${USER:-$(id -un)}" -o '%F %T' 2>/dev/null) || return 0
-  while read -r id _; do
+  queued=$(squeue -h -o %i -u "${USER:-$(id -un)}" 2>/dev/null) || return 0
+  while read -r id; do
+    id=${id%%_*} # an array's task (123_4, 123_[5-9]): the array's id, as the ledger has it
     [[ -n ${mine[$id]:-} ]] || continue
     die "submission ${mine[$id]} (job $id) of experiment '$J_EXP_NAME' is still queued or running and uses its checkpoint folders ($J_SCRATCH_DIR/$J_EXP_NAME/checkpoints): wait for it to end (hpc status), cancel it (hpc cancel $id), or submit with another --exp-name"
   done <<<"$queued"

@@ -258,6 +258,7 @@ _hpc_pack_ended() {
       "$HPC_RESTART_COUNT" "$HPC_MAX_RESTARTS" "$warned" "$over"
     case $verdict in
       finished) hpc_log "line $i: exited 0 without taking the warning: it had finished" ;;
+      failed) hpc_log "line $i: failed by itself (exit $rc) without taking the warning: not resumed" ;;
       started-over)
         hpc_log "line $i: started over instead of resuming (it wrote $HPC_CHECKPOINT_DIR/$file again, which an earlier attempt had written before its newest checkpoint): not resumed (exit $HPC_EXIT_NO_PROGRESS)"
         state=failed rc=$HPC_EXIT_NO_PROGRESS

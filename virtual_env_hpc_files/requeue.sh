@@ -294,6 +294,8 @@ hpc_checkpoint_written() {
 # do once a warned program has ended (pure; tests/unit/requeue_signals.bats):
 #   finished     it exited 0 by itself (not STOPPED) and no process of it TOOK the
 #                warning (TOOK=0): it had finished its work; the job is complete
+#   failed       it failed by itself (RC != 0, not STOPPED) without taking the warning:
+#                its own failure, not the warning's; the job ends with its code
 #   off          REQUEUE is not yes (--no-requeue): end with the program's code
 #   started-over it wrote again a checkpoint that an earlier attempt had written before
 #                its newest one (OVER=1): it starts over instead of resuming
@@ -306,6 +308,8 @@ hpc_requeue_verdict_to() {
   local requeue=$2 rc=$3 stopped=$4 wrote=$5 restarts=$6 max=$7 took=${8:-1} over=${9:-0}
   if ((rc == 0 && stopped == 0 && took == 0)); then
     _verdict=finished
+  elif ((stopped == 0 && took == 0)); then
+    _verdict=failed
   elif [[ $requeue != yes ]]; then
     _verdict=off
   elif ((over == 1)); then
@@ -339,6 +343,10 @@ hpc_after_command() {
     finished)
       hpc_log "the program exited 0 without taking the $HPC_SIGNALLED warning: it had finished; the job is complete, not requeued"
       return 0
+      ;;
+    failed)
+      hpc_log "the program failed by itself (exit code $rc) without taking the $HPC_SIGNALLED warning: not requeued"
+      return "$rc"
       ;;
     off)
       HPC_ATTEMPT_OUTCOME=not-requeued

@@ -89,6 +89,21 @@ time.sleep(20)" "$1" & wait' _ "$d" &
   [ "$(cat "$d/worker")" = usr1 ]
 }
 
+@test "proc_tree: torchrun is looked through: a worker with no handler gets nothing (it may finish in the grace period)" {
+  local d=$BATS_TEST_TMPDIR
+  mkdir -p "$d/bin"
+  # A TERM-handling launcher named torchrun, with a worker that handles nothing.
+  printf '#!/bin/bash\ntrap "echo term >%q/launcher; kill \\$!; exit 0" TERM\nsleep 20 & wait\n' "$d" >"$d/bin/torchrun"
+  chmod +x "$d/bin/torchrun"
+  "$d/bin/torchrun" &
+  local launcher=$!
+  sleep 0.5
+  run bash "$RT/proc_tree.sh" warn "$launcher"
+  [ "$status" -eq 1 ]
+  [ ! -e "$d/launcher" ]
+  kill "$launcher"
+}
+
 @test "proc_tree: a container runtime in between is looked through, not signalled" {
   local d=$BATS_TEST_TMPDIR
   mkdir -p "$d/bin"
@@ -154,7 +169,9 @@ signal.signal(signal.SIGUSR1, signal.SIG_DFL); open(sys.argv[1]+"/ready","w"); t
   hpc_requeue_verdict_to v yes 0 0 1 0 10 1 0 && [ "$v" = requeue ]   # took it, saved: a pause
   hpc_requeue_verdict_to v yes 0 0 0 0 10 1 0 && [ "$v" = no-progress ] # took it, saved nothing
   hpc_requeue_verdict_to v yes 143 1 1 0 10 0 0 && [ "$v" = requeue ]  # stopped, but saved
-  hpc_requeue_verdict_to v yes 3 0 1 2 10 0 0 && [ "$v" = requeue ]    # failed, but saved
+  hpc_requeue_verdict_to v yes 3 0 1 2 10 0 0 && [ "$v" = failed ]     # failed by itself
+  hpc_requeue_verdict_to v yes 3 0 0 0 10 0 0 && [ "$v" = failed ]
+  hpc_requeue_verdict_to v yes 3 0 1 2 10 1 0 && [ "$v" = requeue ]    # took it, saved, exit 3
   hpc_requeue_verdict_to v yes 143 1 0 0 10 0 0 && [ "$v" = no-progress ] # stopped, nothing saved
   hpc_requeue_verdict_to v yes 0 1 0 0 10 0 0 && [ "$v" = no-progress ] # exited 0 only once stopped
   hpc_requeue_verdict_to v yes 3 0 0 0 10 1 0 && [ "$v" = no-progress ] # failed, nothing saved

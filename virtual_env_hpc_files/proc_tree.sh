@@ -70,7 +70,7 @@ hpc_proc_passes_on() {
       singularity | apptainer | run-singularity | container.sh | run_line.sh | task_wrapper.sh | torchrun) return 0 ;;
     esac
   done
-  [[ $arg1 != -m || ($arg2 != torch.distributed.run && $arg2 != torch.distributed.launch) ]]
+  [[ $arg1 == -m && ($arg2 == torch.distributed.run || $arg2 == torch.distributed.launch) ]]
 }
 
 # hpc_proc_tree_to ARRAY ROOT: ROOT and its descendants, parents first.

@@ -283,11 +283,12 @@ hpc_attempt_end() {
 }
 
 # hpc_checkpoint_written: true when a file in $HPC_CHECKPOINT_DIR (any depth) was written
-# during this attempt: not empty, newer than its start, not a temporary (*.tmp, *.part).
+# during this attempt: not empty, newer than its start, not a temporary (*.tmp, *.part),
+# not the toolkit's own (.hpc_run: runs.sh).
 hpc_checkpoint_written() {
   [[ -n $HPC_ATTEMPT_DIR && -e $HPC_ATTEMPT_DIR/start && -d $HPC_CHECKPOINT_DIR ]] || return 1
   [[ -n $(find "$HPC_CHECKPOINT_DIR" -type f -size +0 -newer "$HPC_ATTEMPT_DIR/start" \
-    ! -name '*.tmp' ! -name '*.part' -print -quit 2>/dev/null) ]]
+    ! -name '*.tmp' ! -name '*.part' ! -name '.hpc_*' -print -quit 2>/dev/null) ]]
 }
 
 # hpc_requeue_verdict_to VAR REQUEUE RC STOPPED WROTE RESTARTS MAX [TOOK [OVER]]: what to

@@ -149,3 +149,11 @@ job() {
   grep -qx 'run=e-1/0' "$scratch_dir/e/checkpoints/.hpc_run"
   grep -qx 'resumed_from=e-20260101-000000-1/0' "$scratch_dir/e/checkpoints/.hpc_run"
 }
+
+@test "job side: the run's own record (.hpc_run) is no progress: a warned program that saves nothing is not requeued" {
+  export HPC_REQUEUE_MARGIN=0
+  job 'python3 -c "import time; [time.sleep(0.1) for _ in range(300)]"' '(sleep 1; kill -USR1 $$) & hpc_run_command; exit $?'
+  [ "$status" -eq 124 ]
+  [ -f "$scratch_dir/e/checkpoints/.hpc_run" ]
+  [[ $output == *"no checkpoint was written after the warning: not requeued"* ]]
+}

@@ -314,7 +314,7 @@ hpc_requeue_verdict_to() {
   elif [[ $requeue != yes ]]; then
     _verdict=off
   elif ((over == 1)); then
-    _verdict=started-over
+    _verdict="started-over"
   elif ((wrote == 0)); then
     _verdict=no-progress
   elif ((restarts >= max)); then
@@ -331,7 +331,7 @@ hpc_after_command() {
   [[ $HPC_SIGNALLED == walltime || $HPC_SIGNALLED == preempt ]] || return "$rc"
   [[ -z $HPC_WATCHDOG_PID ]] || kill "$HPC_WATCHDOG_PID" 2>/dev/null
   [[ -z $HPC_ATTEMPT_DIR || ! -e $HPC_ATTEMPT_DIR/stopped ]] || stopped=1
-  hpc_took_warning || took=0
+  hpc_took_warning "" || took=0
   ! hpc_checkpoint_written || wrote=1
   if ((wrote)) && [[ -n $HPC_ATTEMPT_DIR ]]; then
     hpc_ckpt_started_over_to file "$HPC_CHECKPOINT_DIR" "$HPC_ATTEMPT_DIR/before" "$HPC_ATTEMPT_DIR/start"

@@ -48,7 +48,7 @@ hpc_run_record_to() {
   while IFS= read -r line; do
     key=${line%%=*}
     case $key in
-      run | job | submitted | started | command | resumed_from) _rec[$key]=${line#*=} ;;
+      run | job | submitted | started | command | resumed_from) _rec["$key"]=${line#*=} ;;
     esac
   done <"$2/$HPC_RUN_FILE" 2>/dev/null
   return 0

@@ -148,8 +148,9 @@ hpc_runs_fresh_move() {
   hpc_runs_fresh_plan_to moves
   for m in "${moves[@]}"; do
     from=${m%%$'\t'*} to=${m#*$'\t'}
-    mkdir -p -- "${to%/*}" && mv -- "$from" "$to" ||
+    if ! { mkdir -p -- "${to%/*}" && mv -- "$from" "$to"; }; then
       die "--fresh: could not move $from to $to; nothing was submitted"
+    fi
     say "--fresh: the checkpoints in $from are kept as $to"
   done
 }

@@ -129,7 +129,7 @@ row() {
   # n6: starts over instead of resuming: seen on attempt 2, not requeued again.
   row n6 "${n}_6" $'REQUEUED|0:0\nFAILED|124:0'
   log=$(job_log "$n" tn 6)
-  grep -q "this attempt started over instead of resuming: it wrote $ck/task_6/step-5.json again" "$log"
+  grep -q "this attempt started over instead of resuming: it wrote $ck/task_6/step-[0-9]*.json again" "$log"
   [ "$(grep -c 'requeueing job' "$log")" -eq 1 ]
   # script and torchrun: the same two rows.
   row s0 "${s}_0" 'COMPLETED|0:0'

@@ -5,7 +5,7 @@
 # aside and starts over; two submissions of one experiment are never queued at once. The
 # program (tests/helpers/programs/table_prog.py) resumes only when HPC_RESUMING=1, and
 # the line shows HPC_INIT_FROM, as a nanoGPT line would pass it (--init_from=...).
-# shellcheck disable=SC2016 # command lines in single quotes are expanded in the job
+# shellcheck disable=SC2016,SC2030,SC2031 # command lines in single quotes are expanded in the job; each test is a subshell
 
 load ../helpers/cluster
 
@@ -42,12 +42,12 @@ wait_file() {
 
   # A new submission of the experiment is refused before anything is written.
   local jobs_before
-  jobs_before=$(ls "$SCRATCH/proj/hpc_outputs/jobs" | wc -l)
+  jobs_before=$(find "$SCRATCH/proj/hpc_outputs/jobs" | wc -l)
   run --separate-stderr submitter --exp-name r1 --venv none --time 10
   [ "$status" -eq 2 ]
   [[ $stderr == *"$ck: job $first (run r1-"*"), submitted "*", command: echo \"init_from=\$HPC_INIT_FROM\"; python3 table_prog.py save 60"* ]]
   [[ $stderr == *"--resume"*"--fresh"*"--exp-name NAME"* ]]
-  [ "$(ls "$SCRATCH/proj/hpc_outputs/jobs" | wc -l)" -eq "$jobs_before" ]
+  [ "$(find "$SCRATCH/proj/hpc_outputs/jobs" | wc -l)" -eq "$jobs_before" ]
 
   # Its --rerun is the same run: it resumes.
   run --separate-stderr submitter --rerun "$first"

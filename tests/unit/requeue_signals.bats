@@ -3,7 +3,7 @@
 # program with the default signal dispositions (so bash can trap SIGUSR1), proc_tree.sh
 # passes the warning to the processes that handle it, and the verdict after a warning
 # requeues only an attempt that made progress. On the cluster: requeue_programs.bats.
-# shellcheck disable=SC2016,SC2031 # job code in single quotes runs in the job shell; each test is a subshell
+# shellcheck disable=SC2016,SC2030,SC2031 # job code in single quotes runs in the job shell; each test is a subshell
 
 load ../helpers/common
 

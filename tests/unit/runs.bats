@@ -60,7 +60,7 @@ old_run() {
   [ "$(cat "$CK/ckpt.pt")" = weights ]
   run --separate-stderr submitter --exp-name other
   [ "$status" -eq 0 ]
-  ! grep -q HPC_RESUME= "$SBATCH_STUB_LOG.script.2"
+  ! grep -q HPC_RESUME= "$SBATCH_STUB_LOG.script.2" || false
 }
 
 @test "--fresh keeps the old checkpoints under a name that says whose they were, then submits; --dry-run only says so" {
@@ -74,7 +74,7 @@ old_run() {
   [ ! -e "$CK" ]
   [ "$(cat "$SCRATCH/proj/e/old_checkpoints/checkpoints.job77-20260101-000000/ckpt.pt")" = weights ]
   [ "$(sbatch_calls)" -eq 1 ]
-  ! grep -q HPC_RESUME= "$SBATCH_STUB_LOG.script.1"
+  ! grep -q HPC_RESUME= "$SBATCH_STUB_LOG.script.1" || false
 }
 
 @test "--resume with --fresh, or either with a sweep, is refused" {
@@ -138,7 +138,7 @@ job() {
   old_run "$scratch_dir/e/checkpoints"
   job 'echo the-program-ran'
   [ "$status" -eq 2 ]
-  ! grep -qx the-program-ran <<<"$output" # (the log's "command:" line names it)
+  ! grep -qx the-program-ran <<<"$output" || false # (the log's "command:" line names it)
   [[ $output == *"holds checkpoints of another run: job 77 (run e-20260101-000000-1/0)"* ]]
   grep -q ' outcome=failed exit=2$' "$BATS_TEST_TMPDIR/commands.attempts/0"
   export HPC_RESUME=yes

@@ -101,6 +101,7 @@ hpc_runs_check_active() {
   ((${#mine[@]})) || return 0
   queued=$(squeue -h -o %i -u "${USER:-$(id -un)}" 2>/dev/null) || return 0
   while read -r id; do
+    [[ -n $id ]] || continue
     id=${id%%_*} # an array's task (123_4, 123_[5-9]): the array's id, as the ledger has it
     [[ -n ${mine[$id]:-} ]] || continue
     die "submission ${mine[$id]} (job $id) of experiment '$J_EXP_NAME' is still queued or running and uses its checkpoint folders ($J_SCRATCH_DIR/$J_EXP_NAME/checkpoints): wait for it to end (hpc status), cancel it (hpc cancel $id), or submit with another --exp-name"

@@ -75,8 +75,9 @@ row() {
   printf '%s\n' 'python3 table_prog.py finish 60' 'python3 table_prog.py save 60' >"$f"
   submit --exp-name ts --time 10 --signal-grace 20 --which-distributed script
   s=$JOB_ID
-  printf '%s\n' 'python table_prog.py finish 60' 'python table_prog.py save 60' >"$f"
-  submit --exp-name tt --time 10 --signal-grace 20 --which-distributed torchrun
+  # (torchrun itself takes a few seconds to end after its worker: a shorter row, a longer grace)
+  printf '%s\n' 'python table_prog.py finish 40' 'python table_prog.py save 60' >"$f"
+  submit --exp-name tt --time 10 --signal-grace 30 --which-distributed torchrun
   t=$JOB_ID
   printf '%s\n' 'python3 table_prog.py finish 60' 'python3 table_prog.py save 60' >"$f"
   submit --exp-name tp --time 10 --signal-grace 20 --pack 2 --cpus 2
@@ -137,7 +138,7 @@ row() {
   row t0 "${t}_0" 'COMPLETED|0:0'
   row t1 "${t}_1" $'REQUEUED|0:0\nCOMPLETED|0:0'
   grep -q 'exited 0 without taking the walltime warning' "$(job_log "$t" tt 0)"
-  [ "$(cat "$SCRATCH/proj/tt/checkpoints/task_0/done_0_0")" = "60 1 -1" ]
+  [ "$(cat "$SCRATCH/proj/tt/checkpoints/task_0/done_0_0")" = "40 1 -1" ]
   # packed: line 0 finished in the window, line 1 paused; the rerun ran only line 1.
   row p "$p" $'REQUEUED|0:0\nCOMPLETED|0:0'
   log=$(job_log "$p" tp 0)

@@ -157,3 +157,15 @@ job() {
   [ -f "$scratch_dir/e/checkpoints/.hpc_run" ]
   [[ $output == *"no checkpoint was written after the warning: not requeued"* ]]
 }
+
+@test "nothing queued (squeue answers nothing): the experiment's next submission goes in" {
+  mkdir -p "$BATS_TEST_TMPDIR/qbin"
+  printf '#!/usr/bin/env bash\nexit 0\n' >"$BATS_TEST_TMPDIR/qbin/squeue"
+  chmod +x "$BATS_TEST_TMPDIR/qbin/squeue"
+  export PATH=$BATS_TEST_TMPDIR/qbin:$PATH
+  run --separate-stderr submitter --exp-name e
+  [ "$status" -eq 0 ]
+  run --separate-stderr submitter --exp-name e
+  [ "$status" -eq 0 ]
+  [ "$(sbatch_calls)" -eq 2 ]
+}

@@ -96,4 +96,5 @@ wait_file() {
   wait_job "$first" 120
   submit --exp-name r2 --venv none --time 5 # (sleep 60 wrote no checkpoint)
   scancel "$JOB_ID"
+  wait_job "$JOB_ID" 120
 }

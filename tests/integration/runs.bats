@@ -98,3 +98,35 @@ wait_file() {
   scancel "$JOB_ID"
   wait_job "$JOB_ID" 120
 }
+
+@test "the Lightning hook loads hpc_ckpt_N.ckpt only when the run resumes: its own attempt or --resume, never a new run's first" {
+  rm -rf "$PROJECT/.venv" && ln -s "${HPC_TEST_VENV:-$REPO_ROOT/.venv}" "$PROJECT/.venv" # torch, lightning
+  printf 'python lightning_unchanged.py --max-steps 60 --out outputs/$HPC_INIT_FROM\n' >"$PROJECT/experiment_configurations.txt"
+  local ck=$SCRATCH/proj/lh/checkpoints log first
+  # The first run is warned, saves hpc_ckpt_1.ckpt and stops at its restart limit (0).
+  submit --exp-name lh -d lightning --time 10 --max-restarts 0
+  first=$JOB_ID
+  log=$(job_log "$first" lh)
+  local start=$SECONDS
+  until grep -q '\[train\] step 20' "$log" 2>/dev/null; do
+    ((SECONDS - start < 300)) || { cat "$log" && false; }
+    sleep 0.5
+  done
+  scancel --batch --signal=USR1 "$first"
+  wait_job "$first" 200
+  cat "$log"
+  [ "$(sacct -X -n -P -j "$first" -o State,ExitCode)" = 'FAILED|75:0' ]
+  ls "$ck/hpc_ckpt_1.ckpt"
+  ! grep -q 'Lightning: resuming from' "$log" || false # a new run's first attempt
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["resumed_from"] is None, d' "$PROJECT/outputs/scratch/rank_0.json"
+  # A new submission may take it only with --resume; the hook then loads it.
+  run --separate-stderr submitter --exp-name lh -d lightning --time 10
+  [ "$status" -eq 2 ]
+  submit --exp-name lh -d lightning --time 10 --resume
+  wait_job "$JOB_ID" 300
+  log=$(job_log "$JOB_ID" lh)
+  cat "$log"
+  [ "$(sacct -X -n -P -j "$JOB_ID" -o State,ExitCode)" = 'COMPLETED|0:0' ]
+  grep -q "\[hpc\] Lightning: resuming from $ck/hpc_ckpt_1.ckpt" "$log"
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["global_step"] == 60 and d["resumed_from"].endswith("hpc_ckpt_1.ckpt"), d' "$PROJECT/outputs/resume/rank_0.json"
+}

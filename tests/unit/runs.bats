@@ -4,7 +4,7 @@
 # that is queued; the job side claims its folder (.hpc_run), resumes only its own run's
 # checkpoints (HPC_RESUMING, HPC_INIT_FROM) and records its attempts. On the cluster:
 # tests/integration/runs.bats.
-# shellcheck disable=SC2016,SC2031 # job code in single quotes runs in the job shell; each test is a subshell
+# shellcheck disable=SC2016,SC2030,SC2031 # job code in single quotes runs in the job shell; each test is a subshell
 
 load ../helpers/common
 

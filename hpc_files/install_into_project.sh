@@ -7,7 +7,9 @@
 # python/ into PROJECT_DIR (with this README as hpc_files/README.md), replacing an older
 # copy of those folders. Your own files are never overwritten: experiment_configurations.txt
 # and sweeper.yml, and the example scripts they run (examples/train.py,
-# examples/sweep_train.py), are written only when the project has none.
+# examples/sweep_train.py), are written only when the project has none. Every example
+# the manual names (examples/: Lightning DDP, torch.distributed, Dask, requeue) comes
+# with it in hpc_files/examples/, replaced on update like the rest of hpc_files/.
 set -euo pipefail
 
 HPC_PROG=install_into_project.sh
@@ -25,7 +27,7 @@ TEMPLATE_EXAMPLES=(examples/train.py examples/sweep_train.py)
 
 main() {
   if [[ ${1:-} == -h || ${1:-} == --help ]]; then
-    sed -n 's/^# \{0,1\}//; 2,9p' "${BASH_SOURCE[0]}"
+    sed -n 's/^# \{0,1\}//; 2,12p' "${BASH_SOURCE[0]}"
     return 0
   fi
   HPC_DIE_STATUS=2 # a refusal of the arguments is a usage error
@@ -44,8 +46,10 @@ main() {
     rm -rf -- "${target:?}/$folder"
     mv -- "$target/$folder.new" "$target/$folder"
   done
-  # The manual travels with the toolkit: error messages point to its sections.
+  # The manual travels with the toolkit: error messages point to its sections, and it
+  # points to the examples (examples/X there is hpc_files/examples/X here).
   [[ ! -f $root/README.md ]] || cp -- "$root/README.md" "$target/hpc_files/README.md"
+  [[ ! -d $root/examples ]] || cp -R -- "$root/examples" "$target/hpc_files/examples"
   for file in "${TEMPLATES[@]}"; do
     [[ -e $target/$file || ! -f $root/$file ]] || cp -- "$root/$file" "$target/$file"
   done

@@ -189,6 +189,7 @@ main() {
       hpc_plan_chunks_note
     fi
     hpc_pack_dry_run_note
+    hpc_sweep_dry_run_note
     hpc_runs_fresh_note
     print_dry_run
     return 0

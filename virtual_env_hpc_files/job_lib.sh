@@ -12,7 +12,11 @@
 #
 #   hpc_log MESSAGE...            the job's log line on stdout:
 #                                     [hpc YYYY-MM-DD HH:MM:SS NODE] MESSAGE
-#                                 (python/hpc_toolkit/sweep/agent.py writes the same line)
+#                                 (python/hpc_toolkit/sweep/agent.py writes the same line);
+#                                 always at a line's start, also after a progress bar
+#   hpc_line_expanded_to VAR LINE the words of a simple LINE as bash expands them here,
+#                                 quoted for the log, the W&B key masked ("" when there is
+#                                 nothing to expand, or LINE is not a simple command)
 #   hpc_error MESSAGE...          the log line with "ERROR: " before MESSAGE, on stderr
 #   hpc_fail MESSAGE [CODE]       hpc_error MESSAGE, then exit CODE (default 1: FAILED)
 #   hpc_node_name_to VAR          this node: $SLURMD_NODENAME, else $HOSTNAME, else "?"
@@ -39,9 +43,62 @@ hpc_node_name_to() {
 }
 
 hpc_log() {
-  local _node
+  local _node _nl=""
   hpc_node_name_to _node
-  printf '[hpc %(%F %T)T %s] %s\n' -1 "$_node" "$*"
+  # Once the program runs (HPC_CHILD_PID), its output shares the log: a progress bar
+  # ("\r", no newline) can leave the file mid-line. The toolkit's line then starts on a
+  # line of its own, so that grep '^\[hpc' finds every one.
+  [[ -z ${HPC_CHILD_PID:-} ]] || hpc_log_at_line_start || _nl=$'\n'
+  printf '%s[hpc %(%F %T)T %s] %s\n' "$_nl" -1 "$_node" "$*"
+}
+
+# hpc_log_at_line_start: false when stdout is a file whose last byte is not a newline (it is
+# read from the file, one small `tail`); true otherwise (a terminal, a pipe, empty).
+hpc_log_at_line_start() {
+  local _out=/proc/$BASHPID/fd/1 _last
+  [[ -f $_out && -s $_out ]] || return 0
+  _last=$(tail -c 1 -- "$_out" 2>/dev/null) || return 0
+  [[ -n $_last ]] && return 1 # ($(...) drops a final newline: empty means there was one)
+  return 0
+}
+
+# hpc_line_expanded_to VAR LINE: "the command as it ran", for the log beside the line as
+# written (`--dataset=$SLURM_TMPDIR/d` -> `--dataset=/localscratch/job_7/d`): LINE's words
+# expanded by a bash in this environment and folder, then each quoted only where it needs
+# it. Only for a simple command: a line that would run something to be expanded (`$(..)`,
+# backquotes, `$((..))`) or is more than one command (`;`, `&&`, `|`, redirections,
+# subshells, backslashes outside quotes) gives "", as does a line with nothing to expand.
+# The value of WANDB_API_KEY (the toolkit keeps it out of logs) reads <WANDB_API_KEY>.
+hpc_line_expanded_to() {
+  local -n _lx=$1
+  local line=$2 bare="" rest q word out="" re
+  local -a words=()
+  _lx=""
+  [[ $line == *[\$~*?[]* ]] || return 0 # (nothing a shell would expand)
+  # shellcheck disable=SC2016 # the characters $( and a backquote, not expansions
+  [[ $line != *'$('* && $line != *'`'* ]] || return 0
+  # What is outside quotes may hold no operator; quoted text is kept out of that check.
+  re=$'^([^\'"]*)(\'[^\']*\'|"([^"\\\\`$]|\\\\.|\\$[^(])*")(.*)$'
+  rest=$line
+  while [[ $rest =~ $re ]]; do
+    bare+=${BASH_REMATCH[1]}_ rest=${BASH_REMATCH[4]}
+  done
+  bare+=$rest
+  [[ $bare != *[\;\&\|\<\>\(\)\\\'\"]* ]] || return 0
+  # The line's words as arguments of printf: expanded (parameters, ~, globs, braces) and
+  # printed, nothing run. (A fresh bash: nothing of this shell's state changes.)
+  mapfile -d '' -t words < <(bash -c "printf '%s\\0' $line" 2>/dev/null) || return 0
+  for word in "${words[@]}"; do
+    [[ -z ${WANDB_API_KEY:-} ]] || word=${word//"$WANDB_API_KEY"/<WANDB_API_KEY>}
+    if [[ $word =~ ^[][A-Za-z0-9_./=:,+@%^-]+$ ]]; then
+      q=$word
+    else
+      q=${word@Q}
+    fi
+    out+=${out:+ }$q
+  done
+  [[ $out != "$line" ]] || return 0
+  _lx=$out
 }
 
 hpc_error() {

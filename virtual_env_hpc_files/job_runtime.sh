@@ -197,7 +197,9 @@ hpc_wait_child() {
   local pid=$1 rc
   while :; do
     rc=0
-    wait "$pid" || rc=$?
+    # (2>/dev/null: bash's own "line N: PID Killed ..." notice for a program killed by a
+    # signal is shell noise in the job's log; the toolkit logs the exit code itself.)
+    wait "$pid" 2>/dev/null || rc=$?
     kill -0 "$pid" 2>/dev/null || return "$rc"
   done
 }

@@ -60,7 +60,9 @@ hpc_distributed_env() {
 hpc_srun_tasks() {
   local per_node=$1 mode=$2 cmd=$3 rc=0 first
   export HPC_RANK_STATUS_DIR=$HPC_EXP_DIR/.hpc_ranks/${SLURM_JOB_ID:-0}
-  rm -rf -- "$HPC_RANK_STATUS_DIR" && mkdir -p -- "$HPC_RANK_STATUS_DIR"
+  rm -rf -- "$HPC_RANK_STATUS_DIR"
+  # (Once more when another job's end removed the empty parent between the two mkdirs.)
+  mkdir -p -- "$HPC_RANK_STATUS_DIR" 2>/dev/null || mkdir -p -- "$HPC_RANK_STATUS_DIR"
   srun --kill-on-bad-exit=1 --nodes="$HPC_NUM_NODES" --ntasks-per-node="$per_node" \
     bash "$HPC_TASK_WRAPPER" "$mode" "$cmd" </dev/null &
   HPC_CHILD_PID=$!
@@ -70,13 +72,27 @@ hpc_srun_tasks() {
     if [[ -n $first ]]; then
       local when node rank code
       read -r when node rank code <<<"$first"
-      hpc_log "rank $rank on $node failed first, with exit code $code; the other ranks were stopped (srun exit $rc)"
+      if [[ -n ${HPC_SIGNALLED:-} ]]; then
+        # Warned or cancelled: ranks that stop now stop by design (a program that saves and
+        # exits non-zero on the warning, torchrun's own exit 1); requeue.sh judges it next.
+        local why="the wall-time warning"
+        [[ $HPC_SIGNALLED != preempt ]] || why="the preemption notice"
+        [[ $HPC_SIGNALLED != cancel ]] || why="the job was cancelled"
+        local next="whether the job resumes is decided next"
+        [[ $HPC_SIGNALLED != cancel ]] || next="the job stops"
+        hpc_log "the ranks stopped after $why (rank $rank on $node ended first, exit code $code); $next"
+      else
+        hpc_log "rank $rank on $node failed first, with exit code $code; the other ranks were stopped (srun exit $rc)"
+      fi
       rc=$code
+    elif [[ -n ${HPC_SIGNALLED:-} ]]; then
+      hpc_log "srun step ended with exit code $rc after the job was signalled ($HPC_SIGNALLED)"
     else
       hpc_log "srun step ended with exit code $rc (srun's lines above name the node and task)"
     fi
   fi
   rm -rf -- "$HPC_RANK_STATUS_DIR"
+  rmdir -- "$HPC_EXP_DIR/.hpc_ranks" 2>/dev/null # (when no other job of the experiment runs)
   return "$rc"
 }
 
@@ -152,7 +168,7 @@ c = Client(scheduler_file=sys.argv[1], timeout=120); c.wait_for_workers(int(sys.
   local finished=""
   while [[ -z $finished ]]; do
     rc=0
-    wait -n -p finished "$cmd_pid" "$workers_pid" || rc=$?
+    wait -n -p finished "$cmd_pid" "$workers_pid" 2>/dev/null || rc=$?
   done
   if [[ $finished == "$workers_pid" ]]; then
     hpc_log "dask workers ended (exit $rc) before the command: stopping it (see $dir/workers-${SLURM_JOB_ID:-0}.log)"

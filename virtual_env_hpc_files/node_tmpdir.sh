@@ -126,7 +126,7 @@ hpc_node_keep() {
   while ((stop == 0)); do
     sleep 3600 &
     nap=$!
-    wait "$nap"
+    wait "$nap" 2>/dev/null
   done
   if [[ $node == "$batch_node" ]]; then
     # The batch shell copies the results out of this folder first, then removes it.

@@ -5,7 +5,8 @@
 # (I+1)-th command, as in an unpacked array. Each line runs in a slot of its own:
 #   CUDA_VISIBLE_DEVICES  1/N of the job's GPUs (split from Slurm's list)
 #   CPUs                  1/N of the job's CPU set, pinned with taskset (the batch shell's
-#                         affinity: the job's cpuset where Slurm confines jobs); when the set
+#                         affinity: the job's cpuset where Slurm confines jobs; under
+#                         --local, this machine's or allocation's CPUs); when the set
 #                         has fewer CPUs than N, lines share them (logged)
 #   OMP_NUM_THREADS       the line's share of the job's CPUs (unless set by the user)
 #   HPC_CHECKPOINT_DIR    <exp>/checkpoints/task_I; $HPC_RESULTS_DIR: <results>/task_I,
@@ -91,7 +92,7 @@ hpc_pack_shares() {
     hpc_log "pack: cannot pin lines to CPUs here (no taskset, or no CPU list in /proc): lines share the job's CPUs"
   elif ((m < n)); then
     hpc_log "pack: the job's CPU set ($allowed) has $m CPU(s) for $n lines at once: lines share CPUs (give the job at least $n CPUs, e.g. --cpus $n)"
-  elif [[ -n ${SLURM_CPUS_ON_NODE:-} ]] && ((m > SLURM_CPUS_ON_NODE)); then
+  elif [[ -z ${HPC_LOCAL_RUN:-} && -n ${SLURM_CPUS_ON_NODE:-} ]] && ((m > SLURM_CPUS_ON_NODE)); then
     hpc_log "pack: the job's CPU set ($allowed) is wider than its $SLURM_CPUS_ON_NODE CPU(s): this cluster does not confine jobs to their CPUs; each line gets 1/$n of the set"
   fi
   for ((s = 0; s < n && HPC_PACK_PIN == yes; s++)); do
@@ -119,6 +120,8 @@ hpc_pack_shares() {
     fi
   fi
   local cpus_job=${SLURM_CPUS_PER_TASK:-${HPC_CPUS_PER_TASK:-1}}
+  # (--local --pack: the machine's CPUs, its affinity, are the job's.)
+  [[ -z ${HPC_LOCAL_RUN:-} ]] || ((m == 0)) || cpus_job=$m
   HPC_PACK_THREADS=$((cpus_job / n))
   ((HPC_PACK_THREADS >= 1)) || HPC_PACK_THREADS=1
 }
@@ -202,7 +205,9 @@ _hpc_pack_start() {
     # is the job's whole CPU count).
     [[ ${OMP_NUM_THREADS:-} != "${SLURM_CPUS_PER_TASK:-1}" ]] || vars+=("OMP_NUM_THREADS=$HPC_PACK_THREADS")
     export "${vars[@]}"
-    local argv
+    local argv ran
+    hpc_line_expanded_to ran "$cmd" # with the line's own variables
+    [[ -z $ran ]] || hpc_log "line $i runs as: $ran"
     hpc_run_line_argv_to argv "$cmd" # (run_line.sh, without its bash)
     exec setsid "${pin[@]}" "${argv[@]}"
   ) </dev/null &

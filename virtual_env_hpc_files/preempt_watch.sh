@@ -37,5 +37,5 @@ trap '' USR1 USR2 INT HUP URG
 trap notice TERM
 until [[ -e $stop ]]; do
   sleep 0.5 &
-  wait $!
+  wait $! 2>/dev/null
 done

@@ -25,6 +25,7 @@ HPC_SIGNALLED=""      # walltime | preempt (a requeue is due) | cancel (stop, no
 HPC_WATCHDOG_PID=""
 HPC_PREEMPT_WATCH_PID="" HPC_PREEMPT_WATCH_STOP=""
 HPC_REQUEUED=0 # this attempt asked Slurm for the requeue: its SIGTERM is expected
+HPC_JOB_ENDING=""  # set when Slurm is ending the job: it signals every step itself
 # $HPC_EXP_DIR/.hpc_attempt/JOB: "start" (its time), "before" (the checkpoints then),
 # "stopped" (the watchdog stopped the program), "warned*" (a process took the warning)
 HPC_ATTEMPT_DIR=""
@@ -50,7 +51,9 @@ HPC_STEP_LAUNCHERS=" lightning script torchrun "
 # in between catches them until it execs (a caught signal is reset by exec; an ignored
 # one would stay ignored, and bash could not trap it). Sets HPC_CHILD_PID.
 hpc_spawn_command() {
-  local argv
+  local argv ran
+  hpc_line_expanded_to ran "$1" # the line as it runs, beside "command:" (job_lib.sh)
+  [[ -z $ran ]] || hpc_log "runs as: $ran"
   hpc_run_line_argv_to argv "$1"
   (
     trap ':' USR1 USR2 TERM INT QUIT HUP
@@ -76,7 +79,9 @@ hpc_signal_program() {
   if [[ -n ${HPC_CHILD_PID:-} ]]; then
     kill -s "$sig" -- "-$HPC_CHILD_PID" 2>/dev/null || kill -s "$sig" "$HPC_CHILD_PID" 2>/dev/null
   fi
-  if [[ $HPC_LAUNCHER != none && -n ${SLURM_JOB_ID:-} ]]; then
+  # A job Slurm is ending (cancelled, requeued from outside, out of time) has had every
+  # step signalled by Slurm itself, and refuses scancel --signal: nothing to pass on.
+  if [[ $HPC_LAUNCHER != none && -n ${SLURM_JOB_ID:-} && -z ${HPC_JOB_ENDING:-} ]]; then
     scancel --signal="$sig" "$(hpc_job_target)" 2>/dev/null ||
       hpc_log "could not pass SIG$sig to the job's steps (scancel --signal failed)"
   fi
@@ -227,6 +232,9 @@ hpc_on_term() {
     return 0
   fi
   [[ -n $HPC_SIGNALLED ]] || HPC_SIGNALLED=cancel
+  # (Slurm shows a job it ends COMPLETING and signals its steps itself; a SIGTERM sent to
+  # the batch shell alone leaves it RUNNING.)
+  [[ -z $state || $state == RUNNING ]] || HPC_JOB_ENDING=1
   if [[ -n $restarts ]] && ((restarts > HPC_RESTART_COUNT)); then
     # Not this job's end: it must not be taken for finished (job_lib.sh's marker).
     HPC_REQUEUED=1
@@ -400,6 +408,6 @@ hpc_requeue_now() {
   fi
   # Slurm kills this shell now; until it does, do nothing more.
   sleep 300 &
-  wait $!
+  wait $! 2>/dev/null
   return 0
 }

@@ -160,7 +160,7 @@ _hpc_sync_loop() {
   while :; do
     sleep "$HPC_SYNC_EVERY_S" &
     nap=$!
-    wait "$nap"
+    wait "$nap" 2>/dev/null
     hpc_results_sync || true
   done
 }

@@ -22,9 +22,11 @@ source "${BASH_SOURCE[0]%/*}/proc_tree.sh"
 # or where Slurm sets only TMPDIR, this node's job folder.
 hpc_node_tmpdir_to node_tmpdir && [[ -n $node_tmpdir ]] && export SLURM_TMPDIR=$node_tmpdir
 
+# On stderr: srun holds a task's unfinished stdout line (a progress bar's "\r") apart from
+# its stderr, so the toolkit's line reaches the log as a line of its own.
 # shellcheck disable=SC2317 # called by hpc_proc_warn_loop
 rank_log() {
-  hpc_log "rank ${SLURM_PROCID:-0}: $*"
+  hpc_log "rank ${SLURM_PROCID:-0}: $*" >&2
 }
 
 # The wall-time warning comes from the batch shell as SIGURG to every process of the
@@ -40,6 +42,12 @@ on_warning() {
   hpc_proc_warn_loop "$child" "${HPC_SIGNAL_GRACE:-60}" rank_log \
     "${HPC_ATTEMPT_DIR:+$HPC_ATTEMPT_DIR/warned.rank${SLURM_PROCID:-0}}" &
 }
+# The line as rank 0 runs it, beside the log's "command:" (the other ranks differ only in
+# their rank variables).
+if [[ ${SLURM_PROCID:-0} == 0 ]]; then
+  hpc_line_expanded_to ran "$line"
+  [[ -z $ran ]] || rank_log "runs as: $ran"
+fi
 trap ':' USR1
 trap on_warning URG
 bash "${BASH_SOURCE[0]%/*}/run_line.sh" "$line" </dev/null &
@@ -47,7 +55,7 @@ child=$!
 trap 'signalled=1; kill -s TERM "$child" 2>/dev/null' TERM
 trap 'signalled=1; kill -s INT "$child" 2>/dev/null' INT
 while :; do
-  wait "$child"
+  wait "$child" 2>/dev/null # (no "Killed" notice from bash: the job logs the code)
   rc=$?
   kill -0 "$child" 2>/dev/null || break
 done

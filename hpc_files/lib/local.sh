@@ -41,6 +41,8 @@ hpc_debug_settle() {
     ((10#$OPT_TASK < n)) ||
       die "--task $OPT_TASK: the configs file has $n command(s), tasks 0-$((n - 1)) (task i runs line i+1)"
     J_DEBUG_TASKS=($((10#$OPT_TASK)))
+  elif [[ -n ${J_PACK:-} ]]; then
+    J_DEBUG_TASKS=(0) # --local --pack N: one packed job runs every line (pack.sh)
   elif ((OPT_INTERACTIVE && n > 1)); then
     die "--interactive opens one session, but the configs file has $n commands: choose the one to debug with --task i (0-$((n - 1)); task i runs line i+1)"
   else
@@ -80,6 +82,13 @@ _hpc_local_task() {
   export SLURM_NTASKS=$J_TASKS_PER_NODE SLURM_JOB_CPUS_PER_NODE=$J_CPUS SLURM_CPUS_ON_NODE=$J_CPUS
   export SLURM_SUBMIT_DIR=$PWD SLURM_SUBMIT_HOST=$5 SLURM_CLUSTER_NAME=local
   export SLURM_TMPDIR=$tmp HPC_LOCAL_RUN=1 HPC_PREEMPT_WATCH=no
+  if [[ -n ${J_PACK:-} ]] && ((J_GPUS > 0)) && [[ -z ${CUDA_VISIBLE_DEVICES:-} ]]; then
+    # The job's GPUs, as Slurm would list them (an allocation's own list is kept): the
+    # packed lines split them (virtual_env_hpc_files/pack.sh).
+    local g gpus=0
+    for ((g = 1; g < J_GPUS; g++)); do gpus+=,$g; done
+    export CUDA_VISIBLE_DEVICES=$gpus
+  fi
   if hpc_plan_is_array; then
     # The task's own array (its chunk: a split at MaxArraySize, a resource block) as Slurm
     # numbers it: its indices less HPC_TASK_OFFSET, which its script adds back.
@@ -88,6 +97,8 @@ _hpc_local_task() {
     hpc_plan_ranges_count_to count "${f[0]}"
     export SLURM_ARRAY_JOB_ID=local-$$ SLURM_ARRAY_TASK_ID=$((i - f[1])) SLURM_ARRAY_TASK_COUNT=$count
     export SLURM_ARRAY_TASK_MIN=${spec%%[-,]*} SLURM_ARRAY_TASK_MAX=${spec##*[-,]}
+    # --local --pack: one packed job (array task 0 of 1) runs every line.
+    [[ -z ${J_PACK:-} ]] || export SLURM_ARRAY_TASK_COUNT=1 SLURM_ARRAY_TASK_MIN=0 SLURM_ARRAY_TASK_MAX=0
   fi
   export PATH=$4:$PATH
   cd -- "$J_SOURCE_DIR" && exec bash "$3" </dev/null
@@ -109,7 +120,13 @@ hpc_local_run() {
   local scripts="the batch script as --dry-run prints it"
   # Several arrays (MaxArraySize, resource blocks): each task runs its own array's script.
   ((${#J_CHUNKS[@]} == 1)) || scripts="each task with its own array's batch script, one of the ${#J_CHUNKS[@]} a submission would write"
-  say "local run (no Slurm): ${#J_DEBUG_TASKS[@]} of $n task(s) on $host, launcher $J_LAUNCHER ($scripts)"
+  if [[ -n ${J_PACK:-} ]]; then
+    local share="this machine's CPUs"
+    ((J_GPUS == 0)) || share+=" and of the job's $J_GPUS GPU(s)"
+    say "local run (no Slurm): $n line(s), $J_PACK at once on $host, each on 1/$J_PACK of $share; each line's log: $J_SCRATCH_DIR/hpc_outputs/$J_EXP_NAME-local-<id>-line<I>.out"
+  else
+    say "local run (no Slurm): ${#J_DEBUG_TASKS[@]} of $n task(s) on $host, launcher $J_LAUNCHER ($scripts)"
+  fi
   trap 'interrupted=1' INT
   for i in "${J_DEBUG_TASKS[@]}"; do
     tmp=$(mktemp -d "${TMPDIR:-/tmp}/hpc_local_tmpdir.XXXXXX") || die "cannot make a local scratch folder under ${TMPDIR:-/tmp}"
@@ -117,11 +134,13 @@ hpc_local_run() {
     hpc_plan_chunk_of_to k "$i"
     hpc_plan_script_path_to script "$k"
     [[ -e $script ]] || _write_atomic "$script" "$(hpc_plan_script "$k")"$'\n'
-    say "---- task $i (line $((i + 1))): ${J_COMMANDS[i]}"
+    local label="task $i (line $((i + 1)))"
+    [[ -z ${J_PACK:-} ]] || label="lines 0-$((n - 1)), $J_PACK at once"
+    [[ -n ${J_PACK:-} ]] || say "---- $label: ${J_COMMANDS[i]}"
     t0=$SECONDS rc=0
     (hpc_plan_with_chunk "$k" _hpc_local_task "$i" "$tmp" "$script" "$stubs" "$host") || rc=$?
     rm -rf -- "$tmp"
-    say "---- task $i (line $((i + 1))): exit code $rc after $((SECONDS - t0)) s"
+    say "---- $label: exit code $rc after $((SECONDS - t0)) s"
     if ((rc != 0)); then
       ((failed++)) || true
       ((first_rc != 0)) || first_rc=$rc
@@ -129,8 +148,13 @@ hpc_local_run() {
     ((interrupted == 0)) || break
   done
   trap - INT
+  local summary=""
+  [[ -z ${J_PACK:-} ]] || _hpc_local_pack_summary_to summary "${J_COMMANDS_PATH%.commands}.lines" "$n"
   rm -rf -- "$run_dir"
-  if ((interrupted)); then
+  if [[ -n $summary ]]; then
+    ((interrupted == 0)) || summary="local run interrupted (Ctrl-C); $summary"
+    say "$summary"
+  elif ((interrupted)); then
     say "local run interrupted (Ctrl-C)"
     ((first_rc != 0)) || first_rc=130
   elif ((${#J_DEBUG_TASKS[@]} > 1)); then
@@ -139,6 +163,30 @@ hpc_local_run() {
     say "$summary"
   fi
   return "$first_rc"
+}
+
+# _hpc_local_pack_summary_to VAR DIR N: "local run: 3 of 4 line(s) succeeded; failed: line
+# 1 (exit 3)" from the per-line outcome files (virtual_env_hpc_files/pack.sh) in DIR.
+_hpc_local_pack_summary_to() {
+  local -n _sum=$1
+  local i text ok=0 failed="" re='^state=([a-z]+) exit=([0-9-]+) '
+  for ((i = 0; i < $3; i++)); do
+    text=""
+    [[ ! -r $2/$i ]] || IFS= read -r text <"$2/$i" || true
+    if [[ $text =~ $re ]]; then
+      if [[ ${BASH_REMATCH[1]} == "done" ]]; then
+        ((++ok))
+      else
+        local how="${BASH_REMATCH[1]}, "
+        [[ $how != "failed, " ]] || how=""
+        failed+=" line $i (${how}exit ${BASH_REMATCH[2]}),"
+      fi
+    else
+      failed+=" line $i (not run),"
+    fi
+  done
+  _sum="local run: $ok of $3 line(s) succeeded"
+  [[ -z $failed ]] || _sum+="; failed:${failed%,}"
 }
 
 # hpc_interactive_argv_to ARRAY RCFILE: salloc with the plan's resources, running a shell on

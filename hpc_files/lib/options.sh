@@ -74,12 +74,12 @@ hpc_submit_options() {
   hpc_option -n --dry-run flag '' OPT_DRY_RUN '' 'print the batch script(s), the commands and the exact sbatch command line; write and submit nothing'
   hpc_option - --snapshot flag '' OPT_SNAPSHOT '' "run the job from a copy of the project's git-tracked files made at submission (edits made while it waits change nothing it runs)"
   hpc_option - --mail flag '' OPT_MAIL '' "Slurm mails at the job's end and failure (--mail-type=END,FAIL) to \$HPC_MAIL_USER, else the profile's HPC_DEFAULT_MAIL_USER"
-  hpc_option - --local flag '' OPT_LOCAL '' 'run the job on this machine without Slurm, to debug it before the queue: the same batch script, venv and --data staging, each line in the foreground with its exit code; one node'
+  hpc_option - --local flag '' OPT_LOCAL '' 'run the job on this machine without Slurm, to debug it before the queue: the same batch script, venv and --data staging, each line in the foreground with its exit code (with --pack N: N lines at once); one node'
   hpc_option - --interactive flag '' OPT_INTERACTIVE '' "a shell on a compute node with the job's resources and environment (salloc + srun --pty)"
   hpc_option - --task value I OPT_TASK 'every line (--local)' 'with --local or --interactive: only array task I (line I+1 of the configs file)'
   hpc_option - --port value N OPT_PORT '' 'with --interactive: print the ssh -L N:NODE:N LOGIN line to reach port N of the node (TensorBoard, Jupyter)'
   hpc_option - --rerun value JOB_ID OPT_RERUN '' "submit again the tasks of JOB_ID's submission that did not end COMPLETED, from its kept batch scripts: same resources, settings and line indices; refused while any of its tasks is queued or running; only --dry-run and --yes go with it"
-  hpc_option - --pack value N OPT_PACK 1 'run N lines at once in each job, each on 1/N of its GPUs (or CPUs)'
+  hpc_option - --pack value N OPT_PACK 1 'run N lines at once in each job, each on 1/N of its GPUs (or CPUs); with --local: every line on this machine, N at once'
   hpc_option - --lines-per-job value K OPT_LINES_PER_JOB N 'each job runs K lines, --pack N at a time'
   hpc_option -y --yes flag '' OPT_YES '' 'do not ask before submitting an array of more than 100 tasks (only ever asked on a terminal)'
   hpc_option -h --help flag '' OPT_HELP '' 'this help'

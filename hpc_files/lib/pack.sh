@@ -6,8 +6,10 @@
 # in <exp>/checkpoints/task_I, results in <exp>/results/task_I, as without packing.
 #
 # Packing is defined for the 'none' launcher only (one process per line, one node): a
-# multi-node or multi-process launcher is refused, and so are sweeps, --interactive and
-# --local. N must divide the job's GPUs per node (or its CPUs, in a CPU job).
+# multi-node or multi-process launcher is refused, and so are sweeps and --interactive.
+# N must divide the job's GPUs per node (or its CPUs, in a CPU job). --local --pack N runs
+# every line here as one packed job (local.sh), each line on 1/N of this machine's CPUs
+# (its CPU affinity) and of the job's GPUs.
 #
 # Per-line outcomes: one file per line in <commands file minus .commands>.lines/I
 # (README.md, "Packing"), written by the job side.
@@ -26,7 +28,7 @@ hpc_pack_settle() {
   [[ -z ${OPT_LINES_PER_JOB:-} ]] || check_count --lines-per-job "$OPT_LINES_PER_JOB" 1
   local n=$((10#${OPT_PACK:-1})) k
   k=$((10#${OPT_LINES_PER_JOB:-$n}))
-  ((k >= n)) ||
+  ((k >= n || OPT_LOCAL)) ||
     die "--lines-per-job $k is fewer than --pack $n: each job would leave $((n - k)) of its $n slots idle; give --lines-per-job $n or more (or a smaller --pack)"
   if [[ $J_LAUNCHER != none ]]; then
     die "--pack/--lines-per-job run whole lines side by side on one node, each as one process; --which-distributed $J_LAUNCHER starts its own processes (on several nodes): packing is not defined for it. Drop --which-distributed, or drop --pack"
@@ -39,12 +41,22 @@ hpc_pack_settle() {
   if hpc_blocks_present; then
     die "--pack/--lines-per-job cannot be used with '#hpc:' resource blocks (the configs file '${J_CONFIGS_FILE:-}' has some): pack a configs file without '#hpc:' lines, or submit its blocks without --pack"
   fi
-  ((OPT_INTERACTIVE == 0 && OPT_LOCAL == 0)) ||
-    die "--pack/--lines-per-job cannot be used with --local or --interactive: try one line there (--task I) without packing"
+  ((OPT_INTERACTIVE == 0)) ||
+    die "--pack/--lines-per-job cannot be used with --interactive (one session, one line): try one line there (--task I) without packing, or --local --pack N"
+  if ((OPT_LOCAL)); then
+    # --local --pack N: this machine is the one job; it runs every line, N at once.
+    [[ -n ${OPT_PACK:-} ]] || die "--lines-per-job is for submitted jobs; --local runs every line: drop it (or add --pack N to run N lines at once)"
+    [[ -z ${OPT_LINES_PER_JOB:-} ]] ||
+      die "--local --pack N runs every line of the configs file in one go, N at once: drop --lines-per-job"
+    [[ -z ${OPT_TASK:-} ]] ||
+      die "--local --pack N runs every line, N at once; --task runs one: drop one of them"
+    k=${#J_COMMANDS[@]}
+    ((k >= n)) || k=$n
+  fi
   if ((J_GPUS > 0)); then
     ((J_GPUS % n == 0)) ||
       die "--pack $n must divide the job's $J_GPUS GPU(s) per node (each line gets $J_GPUS/$n): use --gpus $((J_GPUS < n ? n : J_GPUS - J_GPUS % n)) or a --pack that divides $J_GPUS"
-  else
+  elif ((OPT_LOCAL == 0)); then # (--local: the lines share this machine's CPUs, pack.sh)
     ((J_CPUS % n == 0)) ||
       die "--pack $n must divide the job's $J_CPUS CPU(s) (a CPU job: each line gets $J_CPUS/$n CPUs): use --cpus $((J_CPUS < n ? n : J_CPUS - J_CPUS % n)) or a --pack that divides $J_CPUS"
   fi

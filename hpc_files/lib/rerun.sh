@@ -138,6 +138,29 @@ _rerun_print_tasks() {
   done
 }
 
+# _rerun_warn_own_failures: a task whose program ended with an exit code of its own (Slurm
+# FAILED with N:0, N not the toolkit's own 75 or 124) fails the same way when rerun, unless
+# what it runs was fixed since: say so, naming them. Not preemption, time, memory or a
+# node: those are what --rerun is for.
+_rerun_warn_own_failures() {
+  local entry n sid state code lines detail named=() rc
+  for entry in "${RERUN_TASKS[@]}"; do
+    IFS=$'\t' read -r n sid state code lines detail <<<"$entry"
+    [[ $state == FAILED && $code =~ ^([0-9]+):0$ ]] || continue
+    rc=${BASH_REMATCH[1]}
+    ((rc != 0 && rc != 75 && rc != 124)) || continue
+    if [[ $lines == - ]]; then
+      named+=("task $n (line $((n + 1)), exit $rc)")
+    else
+      named+=("task $n (packed lines $lines, exit $rc)")
+    fi
+  done
+  ((${#named[@]})) || return 0
+  local list
+  printf -v list '%s, ' "${named[@]}"
+  warn "${#named[@]} task(s) failed on their program's own exit code (not preemption, time or a node): ${list%, }. --rerun runs the same line(s) again: unless you fixed what they run (the code, its data), they fail the same way; a wrong line (a typo in it) needs a new submission with the line fixed, not --rerun"
+}
+
 # _rerun_dry_run: what --rerun would submit; nothing written.
 _rerun_dry_run() {
   local entry script spec rest
@@ -211,6 +234,7 @@ hpc_rerun() {
   _rerun_read_plan "$plan"
   J_EXP_NAME=$RERUN_EXP J_SUBMISSION_ID=$RERUN_EXP-$1 J_RERUN_OF=$RERUN_OF
   _rerun_print_tasks
+  _rerun_warn_own_failures
   if ((OPT_DRY_RUN)); then
     _rerun_dry_run
     return 0

@@ -242,6 +242,24 @@ hpc_sweep_stage() {
   esac
 }
 
+# hpc_sweep_dry_run_note: for --dry-run of an offline sweep, which command each task
+# builds (its commands file only says "sweep_agent.sh offline FOLDER"): the first points'
+# final commands and how many there are, so the arguments can be checked against the
+# program (nanoGPT's --name=value, ...) before anything is queued.
+hpc_sweep_dry_run_note() {
+  [[ ${J_SWEEP_KIND:-} == offline ]] || return 0
+  local first=3 line shown=0
+  _sweep_stage_py preview "$OPT_SWEEP_FILE" --sweep-id "$J_SWEEP_ID" --count "$J_SWEEP_POINTS" --first "$first"
+  printf '# Offline sweep (%s, %d points): array task i runs point i; the first %d as they will run:\n' \
+    "$J_SWEEP_METHOD" "$J_SWEEP_POINTS" "$((J_SWEEP_POINTS < first ? J_SWEEP_POINTS : first))"
+  while IFS= read -r line; do
+    printf '#   %s\n' "$line"
+    [[ $line != "point "* ]] || ((++shown))
+  done <<<"$SWEEP_OUT"
+  ((shown == 0 || J_SWEEP_POINTS <= shown)) || printf '#   ... and %d more\n' "$((J_SWEEP_POINTS - shown))"
+  printf '\n'
+}
+
 # hpc_sweep_submitted: what to do next, after the job ids were printed.
 hpc_sweep_submitted() {
   [[ -z ${HPC_SWEEP_WRITTEN_DIR:-} ]] || hpc_keep_at_exit "$HPC_SWEEP_WRITTEN_DIR"

@@ -56,6 +56,50 @@ json() {
   [ -z "$(squeue -h -n loc,data -o %i)" ]
 }
 
+@test "--local --pack 2 --gpus 2: 4 lines, 2 at once (their own timestamps overlap, never 3), each on its own CPU and GPU, with its own log and exit code" {
+  # Each line records its start and end, the CPUs it may run on and the GPUs it sees.
+  cat >"$PROJECT/line.sh" <<'LINE'
+s=$(date +%s.%N)
+sleep 2
+printf 'line=%s start=%s end=%s cpus=%s gpus=%s\n' "$HPC_TASK_INDEX" "$s" "$(date +%s.%N)" \
+  "$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)" "$CUDA_VISIBLE_DEVICES"
+exit "$1"
+LINE
+  printf '%s\n' 'bash line.sh 0' 'bash line.sh 0' 'bash line.sh 7' 'bash line.sh 0' >"$PROJECT/experiment_configurations.txt"
+  no_sbatch_on_path
+  unset CUDA_VISIBLE_DEVICES
+  run --separate-stderr submitter --local --pack 2 --gpus 2 --exp-name lp
+  echo "$output"
+  echo "$stderr"
+  [ "$status" -eq 7 ]
+  [[ $stderr == *"local run: 3 of 4 line(s) succeeded; failed: line 2 (exit 7)"* ]]
+  local i log rec
+  local -a start end cpus gpus
+  for i in 0 1 2 3; do
+    log=$(find "$SCRATCH/proj/hpc_outputs" -name "lp-local-*-line$i.out")
+    [ -n "$log" ]
+    rec=$(grep "^line=$i " "$log")
+    [[ $rec =~ start=([0-9.]+)\ end=([0-9.]+)\ cpus=([0-9,-]+)\ gpus=([0-9,]*)$ ]]
+    start[i]=${BASH_REMATCH[1]} end[i]=${BASH_REMATCH[2]} cpus[i]=${BASH_REMATCH[3]} gpus[i]=${BASH_REMATCH[4]}
+  done
+  [[ $output == *"line 2 ended with exit code 7"* ]]
+  [[ $output == *"line 3 ended with exit code 0"* ]]
+  # Lines 0 and 1 start together and run side by side; at no line's start do 3 run at once.
+  python3 - "${start[@]}" "${end[@]}" <<'PY'
+import sys
+v = [float(x) for x in sys.argv[1:]]
+s, e = v[:4], v[4:]
+assert s[1] < e[0] and s[0] < e[1], ("lines 0 and 1 did not overlap", s, e)
+for t in s:
+    running = sum(1 for i in range(4) if s[i] <= t < e[i])
+    assert running <= 2, ("more than 2 lines at once", t, s, e)
+PY
+  # The two lines that ran together had distinct shares of this machine's CPUs and the GPUs.
+  [ -n "${cpus[0]}" ] && [ "${cpus[0]}" != "${cpus[1]}" ]
+  [ "${gpus[0]}" != "${gpus[1]}" ]
+  [[ ${gpus[0]} =~ ^[01]$ && ${gpus[1]} =~ ^[01]$ ]]
+}
+
 # in_session ARGS... <<< COMMANDS: job_submitter.sh --interactive ARGS in a terminal
 # (`script`), COMMANDS typed into the session's shell. Sets status and output.
 in_session() {

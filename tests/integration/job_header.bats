@@ -87,3 +87,32 @@ header() {
   grep -q '\] command: (packed: lines 0-1, 2 at once; each line.s command is logged when it starts)$' "$(job_log "$JOB_ID" pk 0)"
   grep -qx 'seen index=1 of=3' "$SCRATCH/proj/hpc_outputs/pk-$JOB_ID-line1.out"
 }
+
+# field FILE EXPR: a value from a JSON file (python expression on d).
+field() {
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
+}
+
+@test "the log shows the line as written (command:) and as it ran (runs as:, expanded, quoted), on 1 node and as rank 0 of 2" {
+  # shellcheck disable=SC2016 # expanded by the job
+  local line='python argv_dump.py a$SLURM_PROCID --dataset=$SLURM_TMPDIR/data --name "$HPC_TASK_INDEX run" --star '"'*'"
+  printf '%s\n' "$line" >"$PROJECT/experiment_configurations.txt"
+  local exp log tmp rec
+  for exp in one two; do
+    if [[ $exp == one ]]; then
+      submit -e one --time 5
+    else
+      submit -e two --time 5 -d script --num-nodes 2
+    fi
+    wait_job "$JOB_ID" 120
+    log=$(job_log "$JOB_ID" "$exp")
+    cat "$log"
+    grep -qF "command: $line" "$log"
+    # What the program got (argv_dump's record of rank 0) is what the log says it ran.
+    rec=$SCRATCH/proj/$exp/checkpoints/a0.json
+    tmp=$(field "$rec" 'd["env"]["SLURM_TMPDIR"]')
+    [ -n "$tmp" ]
+    [ "$(field "$rec" 'd["argv"]')" = "['--dataset=$tmp/data', '--name', '0 run', '--star', '*']" ]
+    grep -q "^\[hpc [^]]*\] \(rank 0: \)\?runs as: python argv_dump.py a0 --dataset=$tmp/data --name '0 run' --star '\*'\$" "$log"
+  done
+}

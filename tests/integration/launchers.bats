@@ -112,6 +112,24 @@ json() {
   grep -qE "rank 1 on node[0-9] failed first, with exit code 3" "$(job_log "$JOB_ID" bad)"
 }
 
+@test "a normal cancel of a 2-node job: its log has no failure words, no shell noise, and no empty .hpc_ranks folder stays" {
+  # shellcheck disable=SC2016 # expanded in the job
+  printf '%s\n' 'echo "rank $RANK up"; sleep 300' >"$PROJECT/experiment_configurations.txt"
+  submit --exp-name stop --which-distributed script --num-nodes 2 --time 10
+  local log i
+  log=$(job_log "$JOB_ID" stop)
+  for ((i = 0; i < 120; i++)); do
+    [ "$(grep -c 'up$' "$log" 2>/dev/null)" = 2 ] && break
+    sleep 0.5
+  done
+  scancel "$JOB_ID" # what hpc cancel runs
+  wait_job "$JOB_ID" 120
+  cat "$log"
+  grep -q "received SIGTERM" "$log"
+  [ "$(grep -cE "could not|failed|Killed|line [0-9]+:" "$log")" -eq 0 ]
+  [ ! -e "$SCRATCH/proj/stop/.hpc_ranks" ]
+}
+
 @test "two 2-node jobs at once on the same nodes both succeed (no port clash)" {
   printf 'python examples/ddp_allreduce.py --tag two\n' >"$PROJECT/experiment_configurations.txt"
   submit --exp-name twoa --which-distributed script --num-nodes 2 --time 10 --sbatch-option='--nodelist=node[3-4]'

@@ -83,6 +83,21 @@ requeued_and_resumed() {
   grep -q 'rank 1: warning passed on as SIGUSR1 to [0-9]* (bash)' "$log"
 }
 
+@test "2 nodes (script), ranks that save and exit 1 on the warning (as torchrun does) behind a progress bar: a pause by design, requeued, resumed; every [hpc] line starts a line" {
+  printf 'LOOP_SAVE_EXIT=1 LOOP_PROGRESS=1 bash train_loop.sh usr1 40\n' >"$PROJECT/experiment_configurations.txt"
+  submit --exp-name bx2 --which-distributed script --num-nodes 2 --time 10
+  warn_when_ready bx2 2
+  wait_job "$JOB_ID" 300
+  requeued_and_resumed bx2 40 2
+  local log
+  log=$(job_log "$JOB_ID" bx2)
+  grep -q $'step [0-9]*\r' "$log" # (the progress bar is in the log)
+  grep -q '^\[hpc .*the ranks stopped after the wall-time warning (rank [01] on node[0-9] ended first, exit code 1); whether the job resumes is decided next' "$log"
+  [ "$(grep -c 'failed first' "$log")" -eq 0 ]
+  grep -q '^\[hpc .*rank 0: warning passed on as SIGUSR1' "$log"
+  [ "$(grep -o '\[hpc ' "$log" | wc -l)" -eq "$(grep -c '^\[hpc ' "$log")" ]
+}
+
 @test "bash trap USR1 in the container stand-in (none and script): warned inside, requeued, resumed" {
   use_fake_singularity
   make_sif_image "$PROJECT/images/train.sif"

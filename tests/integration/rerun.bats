@@ -45,6 +45,8 @@ hpc() {
   [[ $output == *"Rerun of submission five-"*"(job(s) $first): 2 task(s) did not complete:"* ]]
   [[ $output == *"task 1 (line 2): FAILED (exit 1:0), was ${first}_1"* ]]
   [[ $output == *"task 3 (line 4): FAILED (exit 1:0), was ${first}_3"* ]]
+  # Both programs failed by themselves (exit 1): the rerun says it runs the same lines.
+  [[ $stderr == *"2 task(s) failed on their program's own exit code (not preemption, time or a node): task 1 (line 2, exit 1), task 3 (line 4, exit 1). --rerun runs the same line(s) again"* ]]
   [[ $output == *"Submitted batch job $JOB_ID (array of 2 task(s) as array indices 1,3)"* ]]
   wait_job "$JOB_ID" 120 2
   # Slurm ran exactly array indices 1 and 3 of the new job, both completed.

@@ -22,6 +22,8 @@ metric: {name: loss}
 parameters:
   lr: {values: [0.1, 0.01, 0.001]}
   bs: {values: [16, 32]}
+  seed: {value: 7}
+  dropout: {values: [0.0]}
 """
 
 
@@ -61,7 +63,12 @@ def sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         (2, "run2cccc", "finished", 0.25),
         (3, "run3dddd", None, None),
     ]:
-        params = {"bs": {"value": 16}, "lr": {"value": 0.1 / 10**point}}
+        params = {
+            "bs": {"value": 16},
+            "dropout": {"value": 0.0},
+            "lr": {"value": 0.1 / 10**point},
+            "seed": {"value": 7},
+        }
         ledger.append(
             {"event": "start", "point": point, "run_id": run, "params": params, "job": f"7_{point}"}
         )
@@ -81,12 +88,15 @@ def test_status_table(runner: CliRunner, sweep: Path, stub: Stub) -> None:
     assert result.exit_code == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == f"sweep abcd1234 (grid, 6 points) in {sweep}"
-    assert lines[1].split() == ["POINT", "STATE", "LOSS", "RUN", "PARAMETERS"]
-    assert lines[2].split() == ["0", "finished", "0.5", "run0aaaa", "bs=16", "lr=0.1"]
-    assert lines[3].split()[:2] == ["1", "failed"]
-    assert lines[4].split()[:3] == ["2", "finished", "0.25"]
-    assert lines[5].split()[:2] == ["3", "running"]
-    assert lines[6].split() == ["4", "pending"]
+    # The parameters the sweep varies; the constant ones once (a nanoGPT sweep's 15 fixed
+    # settings would otherwise fill every row).
+    assert lines[1] == "the same in every run: dropout=0.0 seed=7 (--all-params: in each row)"
+    assert lines[2].split() == ["POINT", "STATE", "LOSS", "RUN", "PARAMETERS"]
+    assert lines[3].split() == ["0", "finished", "0.5", "run0aaaa", "bs=16", "lr=0.1"]
+    assert lines[4].split()[:2] == ["1", "failed"]
+    assert lines[5].split()[:3] == ["2", "finished", "0.25"]
+    assert lines[6].split()[:2] == ["3", "running"]
+    assert lines[7].split() == ["4", "pending"]
     assert "2 finished, 1 failed, 1 running, 2 pending" in result.stdout
     assert (
         "to run points 1,4-5 again: bash hpc_files/job_submitter.sh --resume-sweep abcd1234"
@@ -94,10 +104,21 @@ def test_status_table(runner: CliRunner, sweep: Path, stub: Stub) -> None:
     )
 
 
+def test_status_all_params(runner: CliRunner, sweep: Path, stub: Stub) -> None:
+    stub("squeue", stdout="7_3\n")
+    result = runner.invoke(app, ["sweep", "status", "abcd1234", "--all-params"])
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[1].split() == ["POINT", "STATE", "LOSS", "RUN", "PARAMETERS"]
+    assert lines[2].split() == [
+        "0", "finished", "0.5", "run0aaaa", "bs=16", "dropout=0.0", "lr=0.1", "seed=7"
+    ]  # fmt: skip
+
+
 def test_status_marks_a_run_whose_task_is_gone(runner: CliRunner, sweep: Path, stub: Stub) -> None:
     stub("squeue", stdout="")
     result = runner.invoke(app, ["sweep", "status", str(sweep)])
-    assert result.stdout.splitlines()[5].split()[:2] == ["3", "lost"]
+    assert result.stdout.splitlines()[6].split()[:2] == ["3", "lost"]
 
 
 def test_status_of_an_unknown_sweep(runner: CliRunner, sweep: Path) -> None:

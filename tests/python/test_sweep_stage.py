@@ -190,3 +190,42 @@ def test_hostile_job_labels_in_the_ledger_never_reach_squeue(
     assert main(["resume", str(folder)]) == 0
     assert not (tmp_path / "bin" / "squeue.args").exists()
     assert capsys.readouterr().out == "grid\t2\texp\tabcd1234\t\n"
+
+
+NANO = (
+    "program: train.py\nmethod: grid\n"
+    'command: ["${env}", "python", "${program}", "${args}"]\n'
+    "parameters:\n  learning_rate: {values: [0.001, 0.0001]}\n  batch_size: {values: [8, 16, 32]}\n"
+)
+
+
+def test_preview_shows_the_first_points_commands_as_they_will_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A --dry-run sees that the arguments fit the program (nanoGPT's --name=value)."""
+    f = tmp_path / "s.yml"
+    f.write_text(NANO)
+    assert main(["preview", str(f), "--sweep-id", "abcd1234", "--count", "6", "--first", "3"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == [
+        "point 0: /usr/bin/env python train.py --batch_size=8 --learning_rate=0.001",
+        "point 1: /usr/bin/env python train.py --batch_size=8 --learning_rate=0.0001",
+        "point 2: /usr/bin/env python train.py --batch_size=16 --learning_rate=0.001",
+    ]
+
+
+def test_preview_of_a_random_sweep_without_w_and_b_search_code_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import hpc_toolkit.sweep.stage as stage
+
+    def missing() -> None:
+        raise RuntimeError("need sweeps")
+
+    monkeypatch.setattr(stage, "load_sweeps", missing)
+    f = tmp_path / "s.yml"
+    f.write_text(RANDOM)
+    assert main(["preview", str(f), "--sweep-id", "abcd1234", "--count", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "drawn in the job" in out
+    assert "python t.py ${args}" in out

@@ -158,7 +158,7 @@ refused_hard() {
   [[ $stderr == *"does not exist: create it first"* ]]
 }
 
-@test "install_into_project copies the examples the default configs and sweeper.yml run" {
+@test "install_into_project copies the examples the default configs and sweeper.yml run, and every example the manual names" {
   local fresh=$BATS_TEST_TMPDIR/fresh
   mkdir -p "$fresh"
   bash "$REPO_ROOT/hpc_files/install_into_project.sh" "$fresh" >/dev/null
@@ -169,6 +169,15 @@ refused_hard() {
   run --separate-stderr bash -c 'cd "$1" && bash hpc_files/job_submitter.sh --dry-run --venv none' _ "$fresh"
   [ "$status" -eq 0 ]
   [[ $stderr != *"not in the project"* ]]
+  # Every example the manual names (examples/X) comes with it, in hpc_files/examples/.
+  local ex named=0 names
+  mapfile -t names < <(grep -o 'examples/[A-Za-z0-9_]*\.\(py\|txt\)' "$fresh/hpc_files/README.md" | sort -u)
+  for ex in "${names[@]}"; do
+    [ -f "$fresh/hpc_files/$ex" ] || { echo "README names $ex, not installed in hpc_files/$ex"; false; }
+    named=$((named + 1))
+  done
+  [ "$named" -ge 6 ]
+  cmp "$REPO_ROOT/examples/lightning_ddp.py" "$fresh/hpc_files/examples/lightning_ddp.py"
   # A project's own example file is never overwritten.
   echo mine >"$fresh/examples/train.py"
   bash "$REPO_ROOT/hpc_files/install_into_project.sh" "$fresh" >/dev/null

@@ -30,7 +30,7 @@ LOG_RE='^\[hpc [0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2} '
   for fn in hpc_log hpc_error hpc_fail hpc_node_name_to hpc_job_user_to hpc_expand_path_to \
     hpc_node_path_to hpc_slurm_tmpdir_to hpc_node_tmpdir_to hpc_slurm_version_parse_to \
     hpc_slurm_at_least hpc_slurm_job_version hpc_slurm_job_finished hpc_slurm_stale_attempt_to \
-    hpc_load_modules is_size human_bytes_to; do
+    hpc_load_modules is_size human_bytes_to hpc_line_expanded_to; do
     grep -q "^#.* $fn" "$LIB" # in the header's help
     run lib "declare -F $fn"
     [ "$status" -eq 0 ]
@@ -296,4 +296,24 @@ job_side_files() {
   [[ $output =~ ${LOG_RE}node9\]\ building\ venv ]]
   [[ $stderr == *"ERROR: the cluster profile asks for modules (gcc/12) but this node has no 'module' command"* ]]
   [ ! -e "$BATS_TEST_TMPDIR/v" ]
+}
+
+@test "hpc_line_expanded_to: a simple line's words as the shell expands them, quoted unambiguously; the W&B key never" {
+  mkdir -p "$BATS_TEST_TMPDIR/d" && touch "$BATS_TEST_TMPDIR/d/a.py" "$BATS_TEST_TMPDIR/d/b.py"
+  export SLURM_TMPDIR=/local/job_7 NAME='two words' WANDB_API_KEY=0123456789abcdef0123456789abcdef01234567
+  cd "$BATS_TEST_TMPDIR/d"
+  run lib 'hpc_line_expanded_to x "python train.py --dataset=\$SLURM_TMPDIR/data --name \"\$NAME\" *.py ~"; printf "%s\n" "$x"'
+  [ "$status" -eq 0 ]
+  [ "$output" = "python train.py --dataset=/local/job_7/data --name 'two words' a.py b.py $HOME" ]
+  # The key stays out of the log, whatever the line does with it.
+  run lib 'hpc_line_expanded_to x "python t.py --key=\$WANDB_API_KEY \"k \$WANDB_API_KEY\""; printf "%s\n" "$x"'
+  [ "$output" = "python t.py '--key=<WANDB_API_KEY>' 'k <WANDB_API_KEY>'" ]
+  # Nothing to expand, or not a simple command (it would run something to expand it): "".
+  local line
+  for line in 'python train.py --lr 0.1' 'echo $(date)' 'echo `id`' 'a=$HOME; echo $a' 'cd $HOME && ls' \
+    'echo $HOME > f' 'echo $HOME | cat' '(echo $HOME)' 'echo \$HOME $HOME' "echo 'a\$HOME'" 'echo $((1+2))'; do
+    run bash -c 'source "$1" || exit 9; x=unset; hpc_line_expanded_to x "$2"; printf "[%s]\n" "$x"' _ "$LIB" "$line"
+    [ "$output" = "[]" ] || { echo "line: $line -> $output"; false; }
+  done
+  [ ! -e "$BATS_TEST_TMPDIR/d/f" ]
 }

@@ -77,3 +77,27 @@ job() {
   [[ $output == *"index=0 of=1"* ]]
   [[ $output == *"job 4242, attempt 1"* ]]
 }
+
+# A stand-in srun: rank 0 leaves its status "time node rank code" and the step exits 1,
+# as when torchrun returns 1 after its workers saved and stopped on the warning.
+srun_rank0_exits_1='srun() {
+  printf "%s nodeA 0 1\n" "$EPOCHREALTIME" >"$HPC_RANK_STATUS_DIR/rank_0"
+  return 1
+}
+export HPC_NUM_NODES=1'
+
+@test "a rank that ends after the wall-time warning is logged as a stop by design, not as a failure; a rank failing on its own still is one" {
+  job "$srun_rank0_exits_1"'
+    HPC_SIGNALLED=walltime
+    hpc_srun_tasks 1 plain true; echo "rc=$?"'
+  echo "$output"
+  [[ $output == *"rc=1"* ]]
+  [[ $output != *"failed first"* ]]
+  [[ $output == *"the ranks stopped after the wall-time warning (rank 0 on nodeA ended first, exit code 1); whether the job resumes is decided next"* ]]
+  # Nothing empty left in the experiment folder.
+  [ ! -e "$HPC_EXP_DIR/.hpc_ranks" ]
+  job "$srun_rank0_exits_1"'
+    hpc_srun_tasks 1 plain true; echo "rc=$?"'
+  [[ $output == *"rank 0 on nodeA failed first, with exit code 1; the other ranks were stopped (srun exit 1)"* ]]
+  [ ! -e "$HPC_EXP_DIR/.hpc_ranks" ]
+}

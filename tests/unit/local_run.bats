@@ -139,6 +139,38 @@ LINES
   [[ $stderr == *"a --local run submits nothing to Slurm"* ]]
 }
 
+@test "--local --pack 2: 3 lines, 2 at once, each with its own CPU share, log and exit code; the run fails naming the failed line" {
+  # (tests/integration/debug_runs.bats checks 4 lines overlapping, with GPU shares.)
+  printf '%s\n' 'echo "line=$HPC_TASK_INDEX cpus=$(taskset -cp $$ | sed "s/.*: //")"' \
+    'echo "line=$HPC_TASK_INDEX"; exit 3' 'echo "line=$HPC_TASK_INDEX"' >"$PROJECT/experiment_configurations.txt"
+  run --separate-stderr submitter --local --pack 2 --exp-name lp
+  echo "$output"
+  echo "$stderr"
+  [ "$status" -eq 3 ]
+  [ "$(sbatch_calls)" -eq 0 ]
+  [[ $stderr == *"local run (no Slurm): 3 line(s), 2 at once"* ]]
+  [[ $stderr == *"local run: 2 of 3 line(s) succeeded; failed: line 1 (exit 3)"* ]]
+  # Each line's own log, beside a submission's line logs.
+  local i log
+  for i in 0 1 2; do
+    log=$(find "$SCRATCH/proj/hpc_outputs" -name "lp-local-*-line$i.out")
+    [ -n "$log" ]
+    grep -qx "line=$i.*" "$log"
+  done
+  # The line as it ran, with its own HPC_TASK_INDEX, in its own log.
+  grep -q '^\[hpc .*\] line 2 runs as: echo line=2$' "$log"
+  [[ $output == *"line 1 ended with exit code 3"* ]]
+  [[ $output == *"line 0 starts (slot 0: CPUs "* ]]
+  no_local_leftovers
+}
+
+@test "--local --pack: refused with --task, --lines-per-job or a GPU count it does not divide" {
+  printf 'echo a\necho b\n' >"$PROJECT/experiment_configurations.txt"
+  refused "--local --pack N runs every line, N at once; --task runs one" --local --pack 2 --task 1
+  refused "--local --pack N runs every line of the configs file in one go" --local --pack 2 --lines-per-job 2
+  refused "--pack 2 must divide the job's 3 GPU(s)" --local --pack 2 --gpus 3
+}
+
 @test "--local, --interactive, --task, --port: refused where they make no sense" {
   printf 'echo a\necho b\n' >"$PROJECT/experiment_configurations.txt"
   refused "--local runs on this machine, which is one node; --num-nodes 2 cannot run here" \

@@ -31,12 +31,11 @@ refused_2() {
   refused_2 "option --pack needs a value" --pack
 }
 
-@test "packing with a distributed launcher, a sweep, --local or --interactive is refused" {
+@test "packing with a distributed launcher, a sweep or --interactive is refused" {
   refused_2 "--which-distributed lightning starts its own processes" --pack 2 --gpus 2 -d lightning
   refused_2 "--which-distributed torchrun starts its own processes" --pack 2 --gpus 4 -d torchrun -N 2
   refused_2 "packing is not defined for it" --lines-per-job 4 -d script --cpus 2
-  refused_2 "cannot be used with --local or --interactive" --pack 2 --cpus 2 --local
-  refused_2 "cannot be used with --local or --interactive" --pack 2 --cpus 2 --interactive
+  refused_2 "cannot be used with --interactive" --pack 2 --cpus 2 --interactive
 }
 
 @test "5 lines, --pack 2: an array of 3 jobs; the script exports the packing, the dry run says it" {

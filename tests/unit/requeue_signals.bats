@@ -265,3 +265,32 @@ warned_job() {
   [[ $output == *"requeueing job 4242: restart 1 of at most 10"* ]]
   [[ $output != *"not requeued"* ]]
 }
+
+@test "a warned program that ignores SIGTERM too is killed: the log says so in the toolkit's words, with no shell noise (Killed, line N:)" {
+  export HPC_KILL_AFTER=1
+  warned_job 'python3 -c "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); [time.sleep(0.1) for _ in range(600)]"'
+  echo "$output"
+  echo "$stderr"
+  [[ $output == *"ignored SIGTERM for 1 s: killing it (SIGKILL)"* ]]
+  [[ "$output$stderr" != *Killed* ]]
+  [[ ! "$output$stderr" =~ line\ [0-9]+: ]]
+}
+
+@test "the toolkit's lines start a line of their own when a progress bar (\\r, no newline) left the log mid-line: grep '^\\[hpc' finds them all" {
+  # (The program's writes come a second apart from the toolkit's: two writers at the same
+  # instant can still interleave, whatever either of them checks first.)
+  printf '%s\n' 'printf "progress 50%%\r"; trap "sleep 1; printf \"progress 60%%\r\"; sleep 1; exit 0" USR1; while :; do sleep 0.1 & wait $!; done' >"$HPC_COMMANDS_FILE"
+  export source_dir=$BATS_TEST_TMPDIR HPC_LAUNCHER=none HPC_SIGNAL_GRACE=6 HPC_REQUEUE_MARGIN=0
+  export HPC_MAX_RESTARTS=10 HPC_REQUEUE=no HPC_PREEMPT_WATCH=no
+  local log=$BATS_TEST_TMPDIR/job.log
+  # The job's log is a file, as Slurm's --output makes it (the program writes to it too).
+  bash -c 'source "$1/virtual_env_hpc_files/job_runtime.sh" || exit 9
+    hpc_job_begin; (sleep 1; kill -USR1 $$) & hpc_run_command' _ "$REPO_ROOT" >"$log" 2>&1 || true
+  cat -A "$log"
+  grep -q $'progress 50%\r' "$log"
+  grep -q '^\[hpc .*warning passed on as SIGUSR1' "$log"
+  grep -q '^\[hpc .*command ended with exit code 0' "$log"
+  [ "$(grep -o '\[hpc ' "$log" | wc -l)" -eq "$(grep -c '^\[hpc ' "$log")" ]
+  # No empty line where the log already was at a line's start.
+  [ "$(grep -c '^$' "$log")" -eq 0 ]
+}

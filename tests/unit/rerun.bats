@@ -71,6 +71,9 @@ five_submitted() {
   [ "${lines[1]}" = "  task 1 (line 2): FAILED (exit 3:0), was 4242_1" ]
   [ "${lines[2]}" = "  task 3 (line 4): OUT_OF_MEMORY (exit 0:125), was 4242_3" ]
   [ "${lines[3]}" = "Submitted batch job 4242 (array of 2 task(s) as array indices 1,3)" ]
+  # Task 1's program failed by itself (exit 3): the rerun runs the same line again.
+  [[ $stderr == *"warning: 1 task(s) failed on their program's own exit code (not preemption, time or a node): task 1 (line 2, exit 3). --rerun runs the same line(s) again"* ]]
+  [[ $stderr != *"task 3 (line 4"* ]] # (out of memory: not the program's own exit)
   [ "$(sbatch_calls)" -eq 1 ]
   local copy
   copy=$(sed -n 2p "$SBATCH_STUB_LOG")
@@ -88,6 +91,24 @@ five_submitted() {
   [ "${f[3]}" = 2 ] && [ "${f[4]}" = "$copy" ] && [ "${f[6]}" = job ] && [ "${f[7]}" = 0 ]
   [ "${f[9]}" = "$(head -1 "$LEDGER" | cut -f6)" ]
   [ "${f[8]}" = "$(head -1 "$LEDGER" | cut -f9)" ]
+}
+
+@test "--rerun warns only about programs that failed by themselves: not a timeout, preemption, node failure or the toolkit's own no-progress and restart-limit codes" {
+  five_submitted
+  local rows='4242_0|TIMEOUT|0:0
+4242_1|FAILED|124:0
+4242_2|FAILED|75:0
+4242_3|NODE_FAIL|0:0
+4242_4|FAILED|0:9
+'
+  SACCT_ROWS=$rows run --separate-stderr submitter --rerun 4242 --dry-run
+  echo "$output $stderr"
+  [ "$status" -eq 0 ]
+  [[ $stderr != *warning* ]]
+  rows=${rows/4242_4|FAILED|0:9/4242_4|FAILED|2:0}
+  SACCT_ROWS=${rows/4242_0|TIMEOUT|0:0/4242_0|FAILED|1:0} run --separate-stderr submitter --rerun 4242 --dry-run
+  [[ $stderr == *"warning: 2 task(s) failed on their program's own exit code (not preemption, time or a node): task 0 (line 1, exit 1), task 4 (line 5, exit 2)."* ]]
+  [[ $stderr == *"unless you fixed what they run (the code, its data), they fail the same way; a wrong line (a typo in it) needs a new submission with the line fixed, not --rerun"* ]]
 }
 
 @test "a WANDB_API_KEY in the rerunning shell never reaches sbatch (the copy names the key file)" {

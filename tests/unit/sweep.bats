@@ -117,6 +117,10 @@ parameters:
   [ "$status" -eq 0 ]
   [[ $output == *"# ---- commands (6), one per array task"* ]]
   [[ $output == *"sweep_agent.sh offline '$SCRATCH/proj/sweeps/"* ]]
+  # What each task will run, so that a user sees the arguments fit the program.
+  [[ $output == *"# Offline sweep (grid, 6 points): array task i runs point i; the first 3 as they will run:"* ]]
+  [[ $output == *$'\n#   point 0: /usr/bin/env python examples/sweep_train.py --epochs=1 --lr=0.1\n'* ]]
+  [[ $output == *$'\n#   point 2: /usr/bin/env python examples/sweep_train.py --epochs=2 --lr=0.1\n#   ... and 3 more\n'* ]]
   scratch_is_empty
 }
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Container
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -14,7 +15,7 @@ from hpc_toolkit.submissions import LocateError, find_scratch_dir
 from hpc_toolkit.sweep.folder import SweepFolder, locate
 from hpc_toolkit.sweep.grid import grid_size
 from hpc_toolkit.sweep.ledger import FAILED, FINISHED, KILLED, PENDING, RUNNING, Attempt, latest
-from hpc_toolkit.sweep.spec import SweepError, load_sweep
+from hpc_toolkit.sweep.spec import SweepError, SweepSpec, load_sweep
 from hpc_toolkit.sweep.stage import live_of, lost, ranges, rerun_points
 
 app = command_app("sweep", "Offline W&B sweeps: count, status, sync.")
@@ -62,17 +63,38 @@ def count(file: Annotated[Path, typer.Argument(help="A W&B sweep file (sweeper.y
     typer.echo(spec.run_cap)
 
 
-def _values(a: Attempt | None) -> str:
+def _values(a: Attempt | None, hidden: Container[str] = ()) -> str:
     if a is None:
         return ""
-    return " ".join(f"{k}={v.get('value')}" for k, v in a.params.items())
+    return " ".join(f"{k}={v.get('value')}" for k, v in a.params.items() if k not in hidden)
+
+
+def constants(spec: SweepSpec) -> dict[str, Any]:
+    """The top-level parameters with one value in every run (`value: x`, `values: [x]`)."""
+    out: dict[str, Any] = {}
+    for p in spec.params:
+        values = p.config.get("values")
+        if len(p.path) != 1:
+            continue
+        if p.kind == "constant":
+            out[p.name] = p.config.get("value")
+        elif isinstance(values, list) and len(values) == 1:
+            out[p.name] = values[0]
+    return out
+
+
+AllParams = Annotated[
+    bool,
+    typer.Option("--all-params", help="Show every parameter in each row, the constant ones too."),
+]
 
 
 @app.command()
-def status(sweep: SweepArg, scratch_dir: ScratchOpt = None) -> None:
-    """Each point of an offline sweep: its state, metric, run id and parameters."""
+def status(sweep: SweepArg, scratch_dir: ScratchOpt = None, all_params: AllParams = False) -> None:
+    """Each point of an offline sweep: its state, metric, run id and the parameters it varies."""
     folder = open_folder(sweep, scratch_dir)
     spec = folder.spec()
+    fixed = {} if all_params else constants(spec)
     last = latest(folder.ledger.events())
     live = live_of(last)
     metric = spec.metric_name or "METRIC"
@@ -82,11 +104,14 @@ def status(sweep: SweepArg, scratch_dir: ScratchOpt = None) -> None:
         state = PENDING if a is None else ("lost" if lost(a, live) else a.state)
         tally[state] = tally.get(state, 0) + 1
         shown = "" if a is None or a.metric is None else f"{a.metric:.6g}"
-        rows.append([str(point), state, shown, a.run_id if a else "", _values(a)])
+        rows.append([str(point), state, shown, a.run_id if a else "", _values(a, fixed)])
     header = ["POINT", "STATE", metric.upper() if spec.metric_name else metric, "RUN", "PARAMETERS"]
     typer.echo(
         f"sweep {folder.sweep_id} ({folder.method}, {folder.num_points} points) in {folder.path}"
     )
+    if fixed:
+        same = " ".join(f"{k}={v}" for k, v in sorted(fixed.items()))
+        typer.echo(f"the same in every run: {same} (--all-params: in each row)")
     typer.echo(render_table(header, rows), nl=False)
     typer.echo(", ".join(f"{n} {s}" for s, n in tally.items() if n))
     # Pending points may only be waiting in the queue: the hint comes once a run went wrong.

@@ -3,25 +3,31 @@
     python -m hpc_toolkit.sweep.stage check FILE [--num-agents N] [--max-points N]
         [--sweep-id ID --exp-name E]
     python -m hpc_toolkit.sweep.stage resume FOLDER
+    python -m hpc_toolkit.sweep.stage preview FILE --sweep-id ID --count N [--first K]
 
 check prints "METHOD<TAB>POINTS", and with --sweep-id a second line: the sweep.json of the
 new sweep (job_submitter.sh writes the folder just before sbatch, so that a submission
 that stops early leaves nothing). resume prints
 "METHOD<TAB>POINTS<TAB>EXP_NAME<TAB>SWEEP_ID<TAB>RANGES" (RANGES: the points to run again,
-e.g. "1 3-5", empty when none). Errors go to stderr as "PROG: message" with exit 1.
-Only PyYAML is imported (no `sweeps`, no typer): about 50 ms.
+e.g. "1 3-5", empty when none). preview prints "point I: COMMAND" for the first K points
+(default 3) as the job will run them, for --dry-run (random and bayes points need W&B's
+search code, `sweeps`, imported only then). Errors go to stderr as "PROG: message" with
+exit 1. Only PyYAML is imported (no `sweeps`, no typer): about 50 ms.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from hpc_toolkit.sweep.command import DEFAULT_COMMAND, build_argv, expand_envvars, shell_line
 from hpc_toolkit.sweep.folder import SweepFolder, info_text
 from hpc_toolkit.sweep.grid import grid_size
 from hpc_toolkit.sweep.ledger import ENDED, FINISHED, RUNNING, Attempt, latest
+from hpc_toolkit.sweep.search import load_sweeps, point_params
 from hpc_toolkit.sweep.spec import SweepError, SweepSpec, load_sweep
 
 
@@ -134,6 +140,51 @@ def to_rerun(folder: SweepFolder) -> list[int]:
     return rerun_points(folder.num_points, last, live)
 
 
+def preview(
+    spec: SweepSpec, sweep_id: str, count: int, first: int, environ: Mapping[str, str]
+) -> list[str]:
+    """The first points' commands as the agent builds them (sweep_agent.sh, agent.py)."""
+    config = spec.config
+    sweeps = None
+    if spec.method != "grid":
+        try:
+            sweeps = load_sweeps()
+        except RuntimeError:
+            return [
+                f"({spec.method} points are drawn in the job; W&B's search code, wandb[sweeps], "
+                f"is not in this Python to show them) each runs: {template_line(spec, environ)}"
+            ]
+    lines: list[str] = []
+    for point in range(min(first, count)):
+        if spec.method == "bayes" and point > 0:
+            lines.append("(bayes: the next points follow from the finished runs' metric)")
+            break
+        try:
+            params = point_params(spec, sweep_id, point, {}, sweeps)
+        except Exception as exc:  # noqa: BLE001 (a preview never stops the dry run)
+            lines.append(f"(point {point} cannot be computed here: {exc}; the job computes it)")
+            break
+        argv = build_argv(
+            config.get("command"), config.get("program"), params, "<args_json_file>", environ
+        )
+        lines.append(f"point {point}: {shell_line(argv)}")
+    if spec.method == "random":
+        lines.append("(random: the submission draws its own values; these show the form)")
+    return lines
+
+
+def template_line(spec: SweepSpec, environ: Mapping[str, str]) -> str:
+    """The sweep's command with its parameter macros (${args}, ...) left as written."""
+    template = spec.config.get("command")
+    words = expand_envvars(list(template) if template else list(DEFAULT_COMMAND), environ)
+    fixed = {
+        "${interpreter}": "python",
+        "${program}": str(spec.config.get("program")),
+        "${env}": "/usr/bin/env",
+    }
+    return " ".join(fixed.get(w, w) for w in words)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="hpc_toolkit.sweep.stage")
     parser.add_argument("--prog", default="hpc")
@@ -146,8 +197,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     check.add_argument("--exp-name", default="")
     resume = sub.add_parser("resume")
     resume.add_argument("folder", type=Path)
+    pre = sub.add_parser("preview")
+    pre.add_argument("file", type=Path)
+    pre.add_argument("--sweep-id", required=True)
+    pre.add_argument("--count", type=int, required=True)
+    pre.add_argument("--first", type=int, default=3)
     args = parser.parse_args(argv)
     try:
+        if args.action == "preview":
+            spec = load_sweep(args.file)
+            for line in preview(spec, args.sweep_id, args.count, args.first, os.environ):
+                print(line)
+            return 0
         if args.action == "resume":
             folder = SweepFolder.load(args.folder)
             folder.spec()

@@ -5,7 +5,9 @@
 # handler at all; ignore: a USR1 handler that saves nothing. Every rank (SLURM_PROCID)
 # keeps its own step. Marks that are not checkpoints go to $HPC_EXP_DIR/marks:
 # ready_ATTEMPT_RANK once running, warned_RANK when a handler ran. At the end: done_RANK
-# (in the checkpoint folder) holds "STEPS ATTEMPTS".
+# (in the checkpoint folder) holds "STEPS ATTEMPTS". LOOP_SAVE_EXIT=N: exit N after
+# saving (torchrun returns 1 when its workers stop); LOOP_PROGRESS=1: a progress bar, each
+# step as "step N\r" with no newline (tqdm's way).
 mode=$1 total=$2 pause=${3:-0.2}
 rank=${SLURM_PROCID:-0} attempt=$((${HPC_RESTART_COUNT:-0} + 1))
 ck=${HPC_CHECKPOINT_DIR:?} marks=${HPC_EXP_DIR:?}/marks
@@ -17,7 +19,7 @@ save() {
   echo "$rank" >"$marks/warned_$rank"
   printf '%s\n' "$step" >"$ck/step_$rank.tmp" && mv "$ck/step_$rank.tmp" "$ck/step_$rank"
   echo "[loop] rank $rank saved step $step; exiting for a requeue"
-  exit 0
+  exit "${LOOP_SAVE_EXIT:-0}"
 }
 case $mode in
   usr1) trap save USR1 ;;
@@ -31,6 +33,7 @@ while ((step < total)); do
   sleep "$pause" & # a trap runs once the foreground command returns: wait, not sleep
   wait $!
   step=$((step + 1))
+  [[ -z ${LOOP_PROGRESS:-} ]] || printf 'step %s\r' "$step"
 done
 printf '%s %s\n' "$step" "$attempt" >"$ck/done_$rank"
 echo "[loop] rank $rank done: $step steps in $attempt attempt(s)"

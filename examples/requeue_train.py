@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from hpc_toolkit.requeue import RequeueSignal, checkpoint_dir, restart_count, resuming, save_atomic
+from hpc_toolkit.requeue import RequeueSignal, checkpoint_dir, restart_count, save_atomic
 
 
 def main() -> int:
@@ -29,8 +29,9 @@ def main() -> int:
 
     stop = RequeueSignal()  # 1: the flag, set by SIGUSR1 (wall time) or SIGTERM
     ckpt = checkpoint_dir() / "state.json"
-    # Resume only this run's checkpoint (HPC_RESUMING=1): never one another run left there.
-    resume = resuming() and ckpt.exists()
+    # Resume only this run's checkpoint (HPC_RESUMING=1 in the job; hpc_toolkit.requeue's
+    # resuming() says the same): never one another run left there.
+    resume = os.environ.get("HPC_RESUMING", "1") != "0" and ckpt.exists()
     state = json.loads(ckpt.read_text()) if resume else {"step": 0, "value": 0.0}
     attempt = restart_count() + 1
     print(f"[train] attempt {attempt} starts at step {state['step']}", flush=True)

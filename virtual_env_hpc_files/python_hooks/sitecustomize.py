@@ -66,7 +66,10 @@ def _patch(module: Any) -> None:
 
     def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
         folder = getattr(self, "_hpc_requeue_folder", None)
-        if folder and len(args) < 4 and kwargs.get("ckpt_path") is None:
+        # A new run's first attempt never loads a checkpoint (HPC_RESUMING=0): asked here,
+        # not only in resume_path, so that an older hpc_toolkit in the venv obeys it too.
+        resuming = os.environ.get("HPC_RESUMING") != "0"
+        if folder and resuming and len(args) < 4 and kwargs.get("ckpt_path") is None:
             resume = _slurm_requeue_class().resume_path(folder)
             if resume:
                 kwargs["ckpt_path"] = resume

@@ -122,28 +122,31 @@ hpc_run_settle() {
 }
 
 # hpc_ckpt_snapshot DIR FILE: at an attempt's start, the checkpoints already there
-# ("EPOCH PATH" lines, newest first), for hpc_ckpt_started_over_to.
+# ("EPOCH SIZE PATH" lines, newest first), for hpc_ckpt_started_over_to.
 hpc_ckpt_snapshot() {
   [[ -d $1 ]] || { : >"$2" && return 0; }
   find "$1" -type f -size +0 ! -name '.hpc_*' ! -name '*.tmp' ! -name '*.part' \
-    -printf '%T@ %P\n' 2>/dev/null | sort -rn >"$2" 2>/dev/null || : >"$2"
+    -printf '%T@ %s %P\n' 2>/dev/null | sort -rn >"$2" 2>/dev/null || : >"$2"
 }
 
 # hpc_ckpt_started_over_to VAR DIR SNAPSHOT START: VAR = a checkpoint of an earlier
 # attempt, older than the newest one it had left, that this attempt wrote again (newer
-# than START): the program started over instead of resuming (a resuming program writes
-# the newest again, or new names). "" when none (or nothing to compare with).
+# than START) and did not grow (a log appended to is no rewrite): the program started
+# over instead of resuming (a resuming program writes the newest again, or new names).
+# "" when none (or nothing to compare with).
 hpc_ckpt_started_over_to() {
   local -n _over=$1
-  local dir=$2 snap=$3 start=$4 first=1 t path
+  local dir=$2 snap=$3 start=$4 first=1 t size path now
   _over=""
   [[ -s $snap && -e $start ]] || return 0
-  while read -r t path; do
+  while read -r t size path; do
     if ((first)); then
       first=0
       continue # the newest: a resuming program may well write it again
     fi
     [[ -e $dir/$path && $dir/$path -nt $start ]] || continue
+    now=$(stat -c %s -- "$dir/$path" 2>/dev/null) || continue
+    ((now <= size)) || continue # appended to (a log): not a rewrite
     _over=$path
     return 0
   done <"$snap"

@@ -250,9 +250,11 @@ warned_job() {
 @test "an attempt that writes the newest checkpoint again, or a new one, resumed: requeued, and the log says from where" {
   mkdir -p "$scratch_dir/e/checkpoints"
   printf 1 >"$scratch_dir/e/checkpoints/step-1.pt" && touch -d '2 minutes ago' "$scratch_dir/e/checkpoints/step-1.pt"
+  # An older log that every attempt appends to is no rewrite (requeue.bats's progress.log).
+  printf '1 1\n' >"$scratch_dir/e/checkpoints/progress.log" && touch -d '3 minutes ago' "$scratch_dir/e/checkpoints/progress.log"
   printf 2 >"$scratch_dir/e/checkpoints/last.pt" && touch -d '1 minute ago' "$scratch_dir/e/checkpoints/last.pt"
   export SLURM_RESTART_COUNT=1
-  warned_job 'trap "printf x >\"\$HPC_CHECKPOINT_DIR/last.pt\"; printf y >\"\$HPC_CHECKPOINT_DIR/step-3.pt\"; exit 0" USR1; while :; do sleep 0.1; done'
+  warned_job 'echo "2 1" >>"$HPC_CHECKPOINT_DIR/progress.log"; trap "printf x >\"\$HPC_CHECKPOINT_DIR/last.pt\"; printf y >\"\$HPC_CHECKPOINT_DIR/step-3.pt\"; exit 0" USR1; while :; do sleep 0.1; done'
   [[ $output == *"requeueing job 4242: restart 2 of at most 10; the next attempt resumes from $scratch_dir/e/checkpoints"* ]]
   [[ $output != *"started over"* ]]
 }

@@ -4,7 +4,7 @@
 # Usage: bash hpc_files/install_into_project.sh PROJECT_DIR
 #
 # Copies hpc_files/, virtual_env_hpc_files/, singularity_hpc_files/, plai_cleanups/ and
-# python/ into PROJECT_DIR (with this README as hpc_files/README.md), replacing an older
+# python/ into PROJECT_DIR (this README and docs/*.md in hpc_files/), replacing an older
 # copy of those folders. Your own files are never overwritten: experiment_configurations.txt
 # and sweeper.yml, and the example scripts they run (examples/train.py,
 # examples/sweep_train.py), are written only when the project has none. Every example
@@ -53,6 +53,11 @@ main() {
   for file in "${TEMPLATES[@]}"; do
     [[ -e $target/$file || ! -f $root/$file ]] || cp -- "$root/$file" "$target/$file"
   done
+  # The README's pages (its links, docs/PAGE.md, hold in hpc_files/ as they do here).
+  if [[ -d $root/docs ]]; then
+    mkdir -p -- "$target/hpc_files/docs"
+    cp -- "$root"/docs/*.md "$target/hpc_files/docs/"
+  fi
   for file in "${TEMPLATE_EXAMPLES[@]}"; do
     [[ -e $target/$file || ! -f $root/$file ]] && continue
     mkdir -p -- "$target/${file%/*}" && cp -- "$root/$file" "$target/$file"

@@ -11,7 +11,7 @@
 #
 # Options take their value as the next word or after '=' (--gpus=2). Environment:
 # SCRATCH (required), HPC_CLUSTER, HPC_VENV, HPC_PROJECT_NAME, HPC_QUIET, HPC_MAIL_USER.
-# See README.md.
+# See README.md and docs/ (docs/reference.md: every option).
 set -euo pipefail
 
 HPC_PROG=job_submitter.sh
@@ -77,7 +77,7 @@ HPC_TOOLKIT_DIR=${BASH_SOURCE[0]}
 HPC_TOOLKIT_DIR=${HPC_TOOLKIT_DIR%/*}
 # shellcheck source=hpc_files/lib/hpc_lib.sh
 source "$HPC_TOOLKIT_DIR/lib/hpc_lib.sh"
-for _part in options profile validate resources configs blocks count_args plan sbatch submit ledger coderecord mail local venv container staging wandb_key sweep arrays cluster rerun pack runs; do
+for _part in options profile validate resources configs blocks count_args plan sbatch submit ledger coderecord mail local venv venv_local container staging wandb_key sweep arrays cluster rerun pack runs; do
   # shellcheck source=/dev/null
   source "$HPC_TOOLKIT_DIR/lib/$_part.sh"
 done
@@ -106,6 +106,7 @@ prepare() {
   local source_dir=$1 stamp=$2
   shift 2
   HPC_CMDLINE=("$@") # a resource block's options replace some of them (blocks.sh)
+  hpc_plan_forget_enclosing_job # inside a job: its plan's settings are not the user's
   J_GROUP_COUNT=0
   hpc_parse_options "$@"
   ((OPT_HELP == 0)) || return 0
@@ -133,7 +134,9 @@ prepare() {
   hpc_pack_settle # --pack, --lines-per-job (pack.sh)
   hpc_settle_paths "$source_dir"
   hpc_sweep_requested || hpc_check_scripts_exist
+  hpc_sweep_requested || hpc_check_relative_outputs
   settle_commands
+  hpc_venv_local_settle # --venv-to-local: the venv's archive, judged and named (venv_local.sh)
   hpc_code_settle
   hpc_mail_settle
   hpc_debug_settle # --local, --interactive, --task, --port (local.sh)
@@ -146,6 +149,7 @@ prepare() {
     hpc_plan_chunks
   fi
   hpc_debug_check_plan # --local: every task's chunk on one node
+  hpc_plan_check_dependencies # the user's --dependency joins the toolkit's (plan.sh)
   # Another run's checkpoints, or a queued submission of the experiment (runs.sh).
   ((OPT_INTERACTIVE)) || hpc_runs_check
   if ((OPT_DRY_RUN == 0 && OPT_LOCAL == 0)); then
@@ -176,6 +180,7 @@ main() {
     hpc_plan_each_distinct J_VENV hpc_venv_check
     HPC_DIE_STATUS=1
     hpc_plan_each_distinct J_DATA_ARCHIVE hpc_staging_build
+    hpc_venv_local_build
     hpc_runs_fresh_move
     hpc_local_run # its exit status is the job's
     return
@@ -206,6 +211,7 @@ main() {
   HPC_DIE_STATUS=1 # from here on a failure is the machine's or Slurm's, not the input's
   hpc_code_snapshot
   hpc_plan_each_distinct J_DATA_ARCHIVE hpc_staging_build # each chunk's --data archive
+  hpc_venv_local_build # --venv-to-local: the venv's archive, reused while unchanged
   ((OPT_SETUP_VENV == 0)) || hpc_venv_submit_build venv_job
   ! hpc_sweep_requested || hpc_sweep_write # an offline sweep's folder, just before sbatch
   hpc_runs_fresh_move # --fresh: the old checkpoints aside (runs.sh)
@@ -213,7 +219,7 @@ main() {
   hpc_print_submitted "${submitted[@]}"
   hpc_pack_print_submitted
   hpc_code_record
-  ! hpc_sweep_requested || hpc_sweep_submitted
+  ! hpc_sweep_requested || hpc_sweep_submitted "${submitted[@]}"
 }
 
 [[ ${BASH_SOURCE[0]} != "$0" ]] || main "$@"

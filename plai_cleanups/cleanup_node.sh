@@ -2,7 +2,7 @@
 # Summary: the per-node batch job of submit_cleanup.sh: remove this user's leftover
 # per-job folders (hpc_job_<SLURM_JOB_ID>_<node>) from this node's local scratch.
 #
-# Usage: sbatch --nodelist=NODE cleanup_node.sh [--dry-run] SCRATCH_TEMPLATE
+# Usage: sbatch --nodelist=NODE cleanup_node.sh [--dry-run] [--venvs VENV_TEMPLATE] SCRATCH_TEMPLATE
 #
 # SCRATCH_TEMPLATE is the profile's HPC_LOCAL_SCRATCH (%n = this node, %u = this user).
 # A folder goes only when all of these hold: its name is exactly hpc_job_<job id>_<this node>
@@ -10,6 +10,12 @@
 # of this user with that id is in the queue (in any state, on any node); it is owned by
 # this user's uid, and so is everything inside it; it lies on the same filesystem as the
 # scratch folder. Links are removed as links, never followed. --dry-run removes nothing.
+# --venvs VENV_TEMPLATE (the profile's HPC_VENV_LOCAL_DIR, %u = this user): also remove the
+# node-local venv copies (--venv-to-local) there, venv-<key>-<sha>, that no job of this
+# user in the queue has used on this node (NAME.jobs/<job id>), each judged under its
+# NAME.lock, which every job holds while it unpacks or checks the copy: a job that starts
+# meanwhile either registered itself before the queue was asked, or finds the copy gone and
+# unpacks it again. The lock files stay (removing one would let two jobs lock apart).
 # The report (what went, what stayed, bytes freed) goes to stdout in one locked write,
 # so that the reports of all nodes land whole in the one log their jobs share.
 # sbatch runs a copy of this file from the node's spool folder: the job side's library
@@ -61,7 +67,7 @@ note() { REPORT+=("$1"); }
 # clean_entry PATH ID: remove (or, dry, list) one candidate, or say why it stays.
 clean_entry() {
   local entry=$1 id=$2 info uid dev type bytes foreign err
-  if [[ -n ${QUEUED[$id]:-} ]]; then
+  if [[ $id != 0 && -n ${QUEUED[$id]:-} ]]; then
     note "kept $entry: job $id is still in the queue"
     return
   fi
@@ -105,6 +111,63 @@ clean_entry() {
   REMOVED=$((REMOVED + 1)) FREED=$((FREED + bytes))
 }
 
+# venv_candidates_to ARRAY ROOT: the venv copies in ROOT (and unpacks cut short,
+# NAME.tmp.PID) whose lock this job now holds; the fds stay open until the end.
+venv_candidates_to() {
+  local -n _vc=$1
+  local root=$2 entry name lock fd
+  local -A held=() busy=()
+  shopt -s nullglob
+  for entry in "$root"/venv-*; do
+    name=${entry##*/}
+    [[ $name =~ ^(venv-[0-9a-f]{16}-[0-9a-f]{16})(\.tmp\.[0-9]+)?$ && -d $entry && ! -L $entry ]] || continue
+    name=${BASH_REMATCH[1]}
+    lock=$root/$name.lock
+    if [[ -z ${held[$name]:-} && -z ${busy[$name]:-} ]]; then
+      if [[ ! -f $lock || -L $lock ]] || ! exec {fd}<"$lock"; then
+        busy[$name]="no lock file $lock beside it"
+      elif ! flock -n "$fd"; then
+        exec {fd}<&-
+        busy[$name]="a job is unpacking or checking it now"
+      else
+        held[$name]=$fd
+      fi
+    fi
+    if [[ -n ${busy[$name]:-} ]]; then
+      note "kept $entry: ${busy[$name]}"
+      continue
+    fi
+    _vc+=("$entry")
+  done
+  shopt -u nullglob
+}
+
+# clean_venv ENTRY: remove a venv copy no queued job used on this node (after the queue
+# was asked, under its lock), with its job list.
+clean_venv() {
+  local entry=$1 base id users=()
+  # Another node's cleanup (nodes that share this disk) removed it while this one waited.
+  [[ -e $entry || -L $entry ]] || return 0
+  base=${entry%.tmp.*}
+  if [[ $entry == "$base" ]]; then
+    shopt -s nullglob
+    users=("$base.jobs"/*)
+    shopt -u nullglob
+    for id in "${users[@]}"; do
+      id=${id##*/}
+      if [[ $id =~ ^[1-9][0-9]{0,9}$ && -n ${QUEUED[$id]:-} ]]; then
+        note "kept $entry: job $id, which uses it, is still in the queue"
+        return
+      fi
+    done
+  fi
+  local before=$REMOVED
+  clean_entry "$entry" 0
+  if ((REMOVED > before && DRY_RUN == 0)) && [[ $entry == "$base" && -d $base.jobs && ! -L $base.jobs ]]; then
+    rm -rf --one-file-system -- "$base.jobs" 2>/dev/null || note "failed $base.jobs: could not remove the job list"
+  fi
+}
+
 # count N WORD: "1 folder", "2 folders".
 count() {
   if (($1 == 1)); then printf '1 %s' "$2"; else printf '%d %ss' "$1" "$2"; fi
@@ -131,13 +194,17 @@ print_report() {
 }
 
 main() {
-  local template entry name
+  local template entry name venvs="" venv_root=""
   DRY_RUN=0
   if [[ ${1:-} == --dry-run ]]; then
     DRY_RUN=1
     shift
   fi
-  (($# == 1)) || die "usage: cleanup_node.sh [--dry-run] SCRATCH_TEMPLATE (it is submitted by submit_cleanup.sh)"
+  if [[ ${1:-} == --venvs && $# -ge 2 ]]; then
+    venvs=$2
+    shift 2
+  fi
+  (($# == 1)) || die "usage: cleanup_node.sh [--dry-run] [--venvs VENV_TEMPLATE] SCRATCH_TEMPLATE (it is submitted by submit_cleanup.sh)"
   template=$1
   NODE=${SLURMD_NODENAME:-}
   [[ -n $NODE ]] || die "SLURMD_NODENAME is not set: this runs as a Slurm job, submitted by submit_cleanup.sh"
@@ -146,10 +213,26 @@ main() {
   hpc_expand_path_to ROOT "$template" "$NODE" "$MY_USER"
   check_root "$ROOT"
   REPORT=() REMOVED=0 FREED=0 OTHERS=0 FAILED=0
+  local venv_candidates=()
+  if [[ -n $venvs ]]; then
+    hpc_expand_path_to venv_root "$venvs" "$NODE" "$MY_USER"
+    check_root "$venv_root"
+    # Only this user's own folder (as the job makes it): another user's is not ours to judge.
+    if [[ -d $venv_root && ! -L $venv_root && -O $venv_root ]]; then
+      venv_candidates_to venv_candidates "$venv_root"
+    fi
+  fi
   if [[ ! -d $ROOT ]]; then
-    note "no local scratch folder $ROOT on this node: nothing to do"
+    note "no local scratch folder $ROOT on this node: nothing to do there"
+    [[ -z $venv_root ]] || ROOT_DEV=$(stat -c '%d' -- "$venv_root" 2>/dev/null || echo none)
+    if ((${#venv_candidates[@]})); then
+      declare -gA QUEUED=()
+      queued_ids_to QUEUED "$MY_USER"
+      for entry in "${venv_candidates[@]}"; do clean_venv "$entry"; done
+    fi
     print_report
-    return 0
+    ((FAILED == 0))
+    return
   fi
   # The scratch folder itself may be a link (the cluster's own set-up); nothing below it is.
   ROOT=$(cd -P -- "$ROOT" && pwd -P)
@@ -176,6 +259,10 @@ main() {
     name=${name#hpc_job_}
     clean_entry "$entry" "${name%%_*}"
   done
+  if ((${#venv_candidates[@]})); then
+    ROOT_DEV=$(stat -c '%d' -- "$venv_root")
+    for entry in "${venv_candidates[@]}"; do clean_venv "$entry"; done
+  fi
   print_report
   ((FAILED == 0))
 }

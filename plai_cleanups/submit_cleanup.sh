@@ -6,9 +6,11 @@
 #
 # Submits one small job per node of the partition (the nodes come from sinfo). Each job
 # removes the folders hpc_job_<job id>_<node> that your jobs left in the profile's local scratch
-# (HPC_LOCAL_SCRATCH) when no job of yours with that id is still in the queue, and writes
+# (HPC_LOCAL_SCRATCH) when no job of yours with that id is still in the queue, and the
+# node-local venv copies of --venv-to-local (HPC_VENV_LOCAL_DIR) that no job of yours in the
+# queue used on that node, and writes
 # what it freed (folders, bytes) into one log. Nothing else is touched: no other names,
-# no other user's files, no links followed, no other filesystem (see README.md, "Cleaning node-local scratch").
+# no other user's files, no links followed, no other filesystem (see docs/cluster-admins.md, "Cleaning node-local scratch").
 #
 # Options:
 # @options: one row each in cleanup_options below, listed here by --help
@@ -81,9 +83,10 @@ interval_seconds() {
   esac
 }
 
-# check_template TEMPLATE: the profile's HPC_LOCAL_SCRATCH can name a folder on a node.
+# check_template TEMPLATE [NAME]: the profile's HPC_LOCAL_SCRATCH (or NAME) can name a
+# folder on a node.
 check_template() {
-  local t=$1 rest where="cluster profile $HPC_PROFILE_FILE: HPC_LOCAL_SCRATCH"
+  local t=$1 rest where="cluster profile $HPC_PROFILE_FILE: ${2:-HPC_LOCAL_SCRATCH}"
   [[ $t == /* ]] || die "$where '$t' is not an absolute path: set it to the nodes' local disk, e.g. /local/scratch/%u"
   has_newline "$t" && die "$where holds a newline"
   [[ /$t/ != */../* && /$t/ != */./* ]] || die "$where '$t' holds a . or .. part: write the path plainly"
@@ -99,6 +102,9 @@ settle() {
   [[ $HPC_PROFILE_FILE == /* ]] || HPC_PROFILE_FILE=$PWD/$HPC_PROFILE_FILE
   check_template "$HPC_LOCAL_SCRATCH"
   C_TEMPLATE=$HPC_LOCAL_SCRATCH
+  # The node-local venv copies of --venv-to-local (stale ones go too).
+  check_template "$HPC_VENV_LOCAL_DIR" HPC_VENV_LOCAL_DIR
+  C_VENVS=$HPC_VENV_LOCAL_DIR
 
   C_PARTITION=${OPT_PARTITION:-$HPC_DEFAULT_PARTITION}
   [[ -z $C_PARTITION ]] || is_safe_name "$C_PARTITION" ||
@@ -232,7 +238,7 @@ submit_node() {
   common_argv_to argv "$name"
   argv+=("--nodelist=$node" "$CLEANUP_DIR/cleanup_node.sh")
   ((OPT_DRY_RUN == 0)) || argv+=(--dry-run)
-  argv+=("$C_TEMPLATE")
+  argv+=(--venvs "$C_VENVS" "$C_TEMPLATE")
   id=$(sbatch_id "${argv[@]}") || die "the cleanup of $node was not submitted (the nodes listed above were)"
   printf '  %-14s job %s\n' "$node" "$id"
 }
@@ -311,7 +317,7 @@ main() {
   for node in "${nodes[@]}"; do
     submit_node "$node" queued
   done
-  printf '  %-14s %s\n' "local scratch:" "$C_TEMPLATE" "log:" "$C_LOG"
+  printf '  %-14s %s\n' "local scratch:" "$C_TEMPLATE" "local venvs:" "$C_VENVS" "log:" "$C_LOG"
   [[ -z $next ]] || printf '%s\n' "$next"
 }
 

@@ -6,7 +6,7 @@
 #   bash container.sh --stage | --cleanup  copy the image to / remove it from this node's disk
 # The command sees the project, $scratch_dir (checkpoints, logs), $SLURM_TMPDIR (staged
 # data, also mounted at /tmp) at their host paths, a clean environment plus the variables
-# below, and the image's own programs (its python, not the host venv). README.md, "Containers".
+# below, and the image's own programs (its python, not the host venv). docs/containers.md.
 
 HPC_CONTAINER_SH=${BASH_SOURCE[0]}
 
@@ -239,7 +239,7 @@ hpc_container_prepare() {
   [[ -e $HPC_CONTAINER ]] ||
     hpc_fail "container image $HPC_CONTAINER not found on node ${SLURMD_NODENAME:-?} (moved or deleted since submission? is it on a filesystem the nodes see?)"
   kind=$(hpc_container_image_kind "$HPC_CONTAINER") ||
-    hpc_fail "$HPC_CONTAINER is not a Singularity/Apptainer image (no SIF header, not a sandbox folder): build one with '$runtime build', see README.md, 'Containers'"
+    hpc_fail "$HPC_CONTAINER is not a Singularity/Apptainer image (no SIF header, not a sandbox folder): build one with '$runtime build', see docs/containers.md"
   # --no-mount (Singularity 3.7+, Apptainer) lets the job's local folder be /tmp inside.
   if "$runtime" exec --help 2>/dev/null | grep -q -- '--no-mount'; then
     export HPC_CONTAINER_NO_MOUNT=yes

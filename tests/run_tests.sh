@@ -1,20 +1,24 @@
 #!/usr/bin/env bash
-# Summary: run every test: shellcheck, bats unit tests, pytest, then the integration
-# tests on the real local Slurm cluster (started here when it is not running).
+# Summary: run every test: shellcheck and the docs site (lint), bats unit tests, pytest,
+# then the integration tests on the real local Slurm cluster (started here when it is not
+# running).
 #
 # Usage: bash tests/run_tests.sh [--slurm VERSION] [unit|python|integration|lint|gpu]...   (default: all)
 # Installs what is missing first (tests/setup/install_deps.sh; not for `gpu` alone, which
-# runs offline). Integration tests run HPC_TEST_JOBS at a time (default 4). `gpu` (the
+# runs offline). Integration tests run HPC_TEST_JOBS at a time (default 4), as the normal
+# user hpcalice (tests/helpers/users.bash), with the venv HPC_TEST_VENV (default
+# /opt/hpc_files/test-venv, made by tests/setup/install_deps.sh). `gpu` (the
 # real-GPU stage, tests/gpu/) runs where nvidia-smi lists a GPU; elsewhere it prints one
 # line and counts as skipped. Ends with a line "N passed, N failed, N skipped".
-# --slurm 22.05 (default) runs on this machine's Slurm; --slurm 24.11 runs the same parts
-# inside a Debian 13 root with Slurm 24.11 and a local cluster of its own
+# --slurm 22.05 (default) runs on this machine's Slurm; --slurm 24.11 or 26.05 runs the same parts
+# inside a Debian 13 (24.11) or sid (26.05) root with that Slurm and a local cluster of its own
 # (tests/setup/slurm_chroot.sh: built on first use, unmounted and stopped at the end).
 set -euo pipefail
 
 root=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)
 cd "$root"
-venv=${HPC_TEST_VENV:-$root/.venv}
+venv=${HPC_TEST_VENV:-/opt/hpc_files/test-venv}
+export HPC_TEST_VENV=$venv
 jobs=${HPC_TEST_JOBS:-4}
 passed=0 failed=0 skipped=0
 failures=()
@@ -41,6 +45,42 @@ run_lint() {
   else
     failed=$((failed + 1)) failures+=("shellcheck")
   fi
+  run_docs
+}
+
+# run_docs: the docs site (part of lint): mkdocs build --strict fails on any broken link or
+# anchor; then tests/docs opens the built site in headless Chromium. Inside a Slurm root
+# (--slurm 24.11) it is skipped: the docs do not depend on Slurm, and the host checked them.
+run_docs() {
+  if [[ -n ${HPC_SLURM_CHROOT:-} ]]; then
+    echo "docs: checked on the host, not inside the Slurm $HPC_SLURM_CHROOT root: skipped"
+    skipped=$((skipped + 1))
+    return 0
+  fi
+  say "docs: mkdocs build --strict"
+  local site=$root/tests/.tmp/site
+  if [[ ! -s $root/docs/assets/javascripts/mermaid.min.js ]]; then
+    echo "docs: docs/assets/javascripts/mermaid.min.js is missing: run bash tests/setup/install_deps.sh"
+    failed=$((failed + 1)) failures+=("docs: no mermaid.min.js")
+    return 0
+  fi
+  if NO_MKDOCS_2_WARNING=1 "$venv/bin/mkdocs" build --strict --quiet --site-dir "$site"; then
+    passed=$((passed + 1))
+    echo "mkdocs build --strict: no warning"
+  else
+    failed=$((failed + 1)) failures+=("mkdocs build --strict")
+    return 0
+  fi
+  say "docs: the site in headless Chromium (pytest tests/docs)"
+  local out rc=0 p f
+  out=$(mktemp)
+  HPC_DOCS_SITE=$site "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/docs 2>&1 | tee "$out" || rc=$?
+  p=$(grep -oE '[0-9]+ passed' "$out" | tail -1 | grep -oE '[0-9]+' || echo 0)
+  f=$(grep -oE '[0-9]+ (failed|errors?)' "$out" | awk '{s+=$1} END {print s+0}' || true)
+  passed=$((passed + p)) failed=$((failed + f))
+  if ((rc != 0 && f == 0)); then failed=$((failed + 1)); fi
+  ((rc == 0)) || failures+=("docs site")
+  rm -f "$out"
 }
 
 run_bats() {
@@ -74,7 +114,11 @@ run_integration() {
   if command -v parallel >/dev/null && ((jobs > 1)); then
     parallel=(--jobs "$jobs" --no-parallelize-within-files)
   fi
+  local since
+  since=$(date +%Y-%m-%dT%H:%M:%S)
   PATH=$venv/bin:$PATH run_bats integration tests/integration "${parallel[@]}"
+  # Who submitted: the tests act as the normal user; root only where a test plays an admin.
+  echo "jobs of this run by user: $(sacct -a -X -n -P -S "$since" -o User 2>/dev/null | sort | uniq -c | awk '{printf "%s %s, ", $2, $1}')"
 }
 
 # run_gpu: the real-GPU stage, or one line saying why not (counted as skipped).
@@ -103,7 +147,7 @@ main() {
       shift
     fi
     shift
-    [[ -n $slurm ]] || { echo "run_tests.sh: --slurm needs a version (22.05 or 24.11)" >&2; exit 2; }
+    [[ -n $slurm ]] || { echo "run_tests.sh: --slurm needs a version (22.05, 24.11 or 26.05)" >&2; exit 2; }
   fi
   # Inside the root (HPC_SLURM_CHROOT) the host installed everything already.
   [[ -n ${HPC_SLURM_CHROOT:-} || $* == gpu ]] || bash tests/setup/install_deps.sh

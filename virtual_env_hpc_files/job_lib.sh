@@ -176,7 +176,7 @@ hpc_node_tmpdir_to() {
 }
 
 # --- Slurm versions (job side) ------------------------------------------------------------
-# Versions tested: 22.05 (Debian 12) and 24.11 (Debian 13); README.md, "Slurm versions".
+# Versions tested: 22.05 (Debian 12) and 24.11 (Debian 13); docs/cluster-admins.md, "Slurm versions".
 
 # hpc_slurm_version_parse_to VAR TEXT: "24.11.5" from `sbatch --version` output
 # ("slurm 24.11.5", "slurm-wlm 22.05.8"); "" when TEXT holds no version.

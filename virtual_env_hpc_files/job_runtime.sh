@@ -14,6 +14,10 @@ source "${BASH_SOURCE[0]%/*}/requeue.sh"
 source "${BASH_SOURCE[0]%/*}/pack.sh"
 # shellcheck source=virtual_env_hpc_files/staging.sh
 source "${BASH_SOURCE[0]%/*}/staging.sh"
+# shellcheck source=virtual_env_hpc_files/project_writes.sh
+source "${BASH_SOURCE[0]%/*}/project_writes.sh"
+# shellcheck source=virtual_env_hpc_files/venv_local.sh
+source "${BASH_SOURCE[0]%/*}/venv_local.sh"
 # shellcheck source=singularity_hpc_files/container.sh
 source "${BASH_SOURCE[0]%/*}/../singularity_hpc_files/container.sh"
 
@@ -176,10 +180,21 @@ hpc_load_wandb_key() {
   export WANDB_API_KEY=$key
 }
 
-# hpc_activate_venv: the project's venv, or none when HPC_VENV=none.
+# hpc_activate_venv: the project's venv, or none when HPC_VENV=none; with --venv-to-local
+# (HPC_VENV_LOCAL_ARCHIVE) its copy on every node's local disk (venv_local.sh).
 hpc_activate_venv() {
   if [[ ${HPC_VENV:-none} == none ]]; then
     hpc_log "venv: none (python is $(command -v python3 || echo missing))"
+    return 0
+  fi
+  if [[ -n ${HPC_VENV_LOCAL_ARCHIVE:-} ]]; then
+    local copy nounset=$-
+    hpc_venv_to_local_to copy
+    set +u
+    # shellcheck source=/dev/null
+    source "$copy/bin/activate" || hpc_fail "could not activate $copy"
+    [[ $nounset != *u* ]] || set -u
+    hpc_log "venv: $copy (node-local copy of $HPC_VENV; python is $(command -v python))"
     return 0
   fi
   [[ -f $HPC_VENV/bin/activate ]] ||
@@ -213,17 +228,19 @@ hpc_launch_none() {
 # hpc_run_command: run the task's command with its launcher from the project folder;
 # returns the command's exit code (the job's exit code).
 hpc_run_command() {
-  local rc=0 started=$SECONDS
+  local rc=0 started=$SECONDS since=$EPOCHREALTIME
   cd -- "$source_dir" || hpc_fail "project folder $source_dir is not reachable from this node"
   declare -F "hpc_launch_$HPC_LAUNCHER" >/dev/null || hpc_fail "unknown launcher '$HPC_LAUNCHER'"
   if [[ -n ${HPC_PACK:-} ]]; then
-    hpc_pack_run # several lines, each judged on its own (pack.sh)
-    return
+    hpc_pack_run || rc=$? # several lines, each judged on its own (pack.sh)
+    hpc_project_writes_since "$since"
+    return "$rc"
   fi
   if [[ -z $HPC_SIGNALLED ]]; then
     hpc_start_preempt_watch
     "hpc_launch_$HPC_LAUNCHER" || rc=$?
     hpc_log "command ended with exit code $rc after $((SECONDS - started)) s"
+    hpc_project_writes_since "$since"
   else
     hpc_log "not starting the command: the job was signalled ($HPC_SIGNALLED) before it could"
   fi

@@ -44,6 +44,10 @@ hpc_distributed_env() {
   export MASTER_ADDR
   MASTER_PORT=$(hpc_job_port)
   export MASTER_PORT
+  # What other frameworks read instead (README: Recipes): JAX's jax.distributed.initialize()
+  # with no arguments builds its coordinator from the first node's name, which need not
+  # resolve; it takes this instead (process count and id it reads from srun's SLURM_*).
+  export JAX_COORDINATOR_ADDRESS=$MASTER_ADDR:$MASTER_PORT
   # Slurm 22.05+ steps do not inherit --cpus-per-task; srun reads this instead.
   export SRUN_CPUS_PER_TASK=${SLURM_CPUS_PER_TASK:-$HPC_CPUS_PER_TASK}
   if ((HPC_GPUS_PER_NODE > 0)); then
@@ -96,11 +100,19 @@ hpc_srun_tasks() {
   return "$rc"
 }
 
+# hpc_python_hook: the start-up hook (python_hooks/sitecustomize.py) on PYTHONPATH for the
+# distributed launchers: a torch.distributed world or a Lightning Trainer that does not fit
+# the job stops at once (instead of separate runs), a Trainer left at its defaults gets
+# the job's nodes and devices. HPC_LIGHTNING_HOOK=no (the plan's) leaves Python alone.
+hpc_python_hook() {
+  [[ ${HPC_LIGHTNING_HOOK:-yes} != no ]] || return 0
+  export PYTHONPATH=$HPC_RUNTIME_DIR/python_hooks${PYTHONPATH:+:$PYTHONPATH}
+}
+
 # hpc_lightning_requeue_hook: in a job that may requeue, Lightning's own SLURM
-# auto-requeue is replaced by hpc_toolkit's SlurmRequeue through a start-up hook on
-# PYTHONPATH (python_hooks/sitecustomize.py): it hangs in multi-process DDP.
-# HPC_LIGHTNING_HOOK=no (the plan's, from the submitting environment) leaves Lightning
-# as it is.
+# auto-requeue is replaced by hpc_toolkit's SlurmRequeue through the start-up hook
+# (HPC_LIGHTNING_REQUEUE=yes): it hangs in multi-process DDP. HPC_LIGHTNING_HOOK=no (the
+# plan's, from the submitting environment) leaves Lightning as it is.
 hpc_lightning_requeue_hook() {
   local procs=$((HPC_NUM_NODES * HPC_DEVICES_PER_NODE))
   if [[ ${HPC_REQUEUE:-yes} != yes ]]; then
@@ -109,7 +121,7 @@ hpc_lightning_requeue_hook() {
     ((procs < 2)) || hpc_log "note: HPC_LIGHTNING_HOOK=no: Lightning's built-in SLURM auto-requeue can hang in DDP ($procs processes); add hpc_toolkit's SlurmRequeue callback to the Trainer, or submit with --no-requeue"
     return 0
   fi
-  export PYTHONPATH=$HPC_RUNTIME_DIR/python_hooks${PYTHONPATH:+:$PYTHONPATH}
+  export HPC_LIGHTNING_REQUEUE=yes
   hpc_log "Lightning: its built-in SLURM auto-requeue can hang in DDP; this job turns it off and adds hpc_toolkit's SlurmRequeue (checkpoint at a step boundary on every rank, then requeue) unless the script has one (HPC_LIGHTNING_HOOK=no: leave Lightning as it is)"
 }
 
@@ -119,17 +131,20 @@ hpc_lightning_requeue_hook() {
 # comes from HPC_LAUNCHER_TABLE (hpc_files/lib/resources.sh), through the batch script.
 hpc_launch_lightning() {
   hpc_distributed_env
+  hpc_python_hook
   hpc_lightning_requeue_hook
   hpc_srun_tasks "$HPC_TASKS_PER_NODE" "$HPC_SRUN_MODE" "$HPC_COMMAND"
 }
 
 hpc_launch_script() {
   hpc_distributed_env
+  hpc_python_hook
   hpc_srun_tasks "$HPC_TASKS_PER_NODE" "$HPC_SRUN_MODE" "$HPC_COMMAND"
 }
 
 hpc_launch_torchrun() {
   hpc_distributed_env
+  hpc_python_hook
   hpc_srun_tasks "$HPC_TASKS_PER_NODE" "$HPC_SRUN_MODE" "$HPC_COMMAND"
 }
 

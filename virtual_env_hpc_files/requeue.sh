@@ -191,7 +191,7 @@ hpc_start_preempt_watch() {
   rm -f -- "$HPC_PREEMPT_WATCH_STOP"
   srun --overlap --quiet --nodes=1 --ntasks=1 --cpus-per-task=1 --gres=none \
     --nodelist="${SLURMD_NODENAME:-$(hostname -s)}" --job-name=hpc_preempt_watch \
-    bash "$HPC_RUNTIME_DIR/preempt_watch.sh" "$(hpc_job_target)" "$HPC_PREEMPT_WATCH_STOP" </dev/null &
+    env -u BASH_ENV bash "$HPC_RUNTIME_DIR/preempt_watch.sh" "$(hpc_job_target)" "$HPC_PREEMPT_WATCH_STOP" </dev/null &
   HPC_PREEMPT_WATCH_PID=$!
   HPC_EXIT_HOOKS=(hpc_stop_preempt_watch "${HPC_EXIT_HOOKS[@]}")
 }
@@ -376,7 +376,7 @@ hpc_after_command() {
         hpc_log "the program exited with $rc after the warning and nothing in $HPC_CHECKPOINT_DIR was written during this attempt (attempt $((restarts + 1)), $restarts restart(s) so far)"
       fi
       hpc_log "no checkpoint was written after the warning: not requeued"
-      hpc_log "to be requeued, save to \$HPC_CHECKPOINT_DIR when SIGUSR1 (or SIGTERM) arrives and exit (README: Wall time, preemption and requeue)"
+      hpc_log "to be requeued, save to \$HPC_CHECKPOINT_DIR when SIGUSR1 (or SIGTERM) arrives and exit (docs/requeue.md)"
       return "$HPC_EXIT_NO_PROGRESS"
       ;;
     limit)

@@ -78,11 +78,15 @@ _hpc_own_tmpdirs() {
 }
 
 # _hpc_start_keepers NODES: one keeper per node; returns once every node has its folder.
+# The toolkit's own helpers in steps (the keepers, the --data extraction; the preemption
+# watch, requeue.sh) run without the user's BASH_ENV: a BASH_ENV that prints a line made
+# the first keeper's answer that line (README: The job's environment). The user's command
+# keeps it (Lmod's module function reaches non-interactive shells through it).
 _hpc_start_keepers() {
   local nodes=$1 i line node
   exec {HPC_KEEPER_FD}< <(exec srun --overlap --job-name=hpc-tmpdir --nodes="$nodes" \
     --ntasks="$nodes" --ntasks-per-node=1 --cpus-per-task=1 \
-    bash "$HPC_NODE_SCRIPT" keep "${SLURMD_NODENAME:-}" "$$" </dev/null)
+    env -u BASH_ENV bash "$HPC_NODE_SCRIPT" keep "${SLURMD_NODENAME:-}" "$$" </dev/null)
   HPC_KEEPER_PID=$!
   for ((i = 0; i < nodes; i++)); do
     line=""
@@ -225,7 +229,7 @@ hpc_stage_data() {
   if ((nodes > 1)); then
     srun --overlap --job-name=hpc-stage --nodes="$nodes" --ntasks="$nodes" --ntasks-per-node=1 \
       --cpus-per-task="${SLURM_CPUS_PER_TASK:-1}" --kill-on-bad-exit=1 \
-      bash "$HPC_NODE_SCRIPT" extract "$HPC_DATA_ARCHIVE" "${HPC_DATA_BYTES:-0}" </dev/null &
+      env -u BASH_ENV bash "$HPC_NODE_SCRIPT" extract "$HPC_DATA_ARCHIVE" "${HPC_DATA_BYTES:-0}" </dev/null &
   else
     hpc_node_extract "$SLURM_TMPDIR" "$HPC_DATA_ARCHIVE" "${HPC_DATA_BYTES:-0}" </dev/null &
   fi

@@ -17,10 +17,14 @@ fi
 source "${BASH_SOURCE[0]%/*}/job_lib.sh"
 # shellcheck source=virtual_env_hpc_files/proc_tree.sh
 source "${BASH_SOURCE[0]%/*}/proc_tree.sh"
+# shellcheck source=virtual_env_hpc_files/node_results.sh
+source "${BASH_SOURCE[0]%/*}/node_results.sh"
 
 # This node's SLURM_TMPDIR, not the first node's: the job's own folder here (staging.sh),
 # or where Slurm sets only TMPDIR, this node's job folder.
 hpc_node_tmpdir_to node_tmpdir && [[ -n $node_tmpdir ]] && export SLURM_TMPDIR=$node_tmpdir
+# This node's $HPC_RESULTS_DIR, not the first node's (node_results.sh).
+hpc_node_results_setup || exit 74
 
 # On stderr: srun holds a task's unfinished stdout line (a progress bar's "\r") apart from
 # its stderr, so the toolkit's line reaches the log as a line of its own.
@@ -59,6 +63,12 @@ while :; do
   rc=$?
   kill -0 "$child" 2>/dev/null || break
 done
+# What this node's ranks wrote to $HPC_RESULTS_DIR comes back (node K > 0; the batch shell
+# copies the first node's). A rank that succeeded but whose results did not come back
+# fails, with the code the batch shell uses for that (74, staging.sh).
+if ! hpc_node_results_copy && ((rc == 0)); then
+  rc=74
+fi
 if ((rc != 0 && signalled == 0)) && [[ -n ${HPC_RANK_STATUS_DIR:-} ]]; then
   printf '%s %s %s %s\n' "$EPOCHREALTIME" "${SLURMD_NODENAME:-?}" "${SLURM_PROCID:-?}" "$rc" \
     >"$HPC_RANK_STATUS_DIR/rank_${SLURM_PROCID:-0}" 2>/dev/null

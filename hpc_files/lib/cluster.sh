@@ -2,7 +2,7 @@
 # What the cluster itself allows, asked once at submission: job_submitter.sh reads the
 # Slurm version and checks the request against the partition (hpc_cluster_check). What
 # differs between versions (hpc_slurm_*) is in the job side's library, sourced here: one
-# place for both sides. Versions tested: 22.05 (Debian 12) and 24.11 (Debian 13); README.md,
+# place for both sides. Versions tested: 22.05 (Debian 12) and 24.11 (Debian 13); docs/cluster-admins.md,
 # "Slurm versions".
 
 # shellcheck source=virtual_env_hpc_files/job_lib.sh

@@ -16,7 +16,7 @@ _container_job_lib() {
 _container_check_image() {
   local image=$1
   [[ -e $image ]] ||
-    die "--singularity-container: image '$image' not found. Build it (apptainer build IMAGE.sif singularity_hpc_files/example.def) or give the path of an existing .sif file; see README.md, 'Containers'"
+    die "--singularity-container: image '$image' not found. Build it (apptainer build IMAGE.sif singularity_hpc_files/example.def) or give the path of an existing .sif file; see docs/containers.md"
   # Anything but a folder or a regular file (a FIFO, a device) would hang or mislead the
   # checks below, which read the file.
   if [[ ! -d $image && ! -f $image ]]; then
@@ -32,7 +32,7 @@ _container_check_image() {
   if head -n 50 -- "$image" | grep -qiE '^[[:space:]]*bootstrap:'; then
     die "--singularity-container: '$image' is a definition file, not an image: build the image first (apptainer build train.sif '$image'), then pass train.sif"
   fi
-  die "--singularity-container: '$image' is not a Singularity/Apptainer image (a .sif file starts with a SIF header; a sandbox is a folder). Build one: apptainer build train.sif singularity_hpc_files/example.def (README.md, 'Containers')"
+  die "--singularity-container: '$image' is not a Singularity/Apptainer image (a .sif file starts with a SIF header; a sandbox is a folder). Build one: apptainer build train.sif singularity_hpc_files/example.def (docs/containers.md)"
 }
 
 # _container_check_bindable NAME PATH: Singularity's --bind list cannot hold ',' or ':'.
@@ -60,7 +60,7 @@ hpc_settle_container() {
   _container_check_bindable "project folder" "$J_SOURCE_DIR"
   _container_check_bindable "scratch folder" "$J_SCRATCH_DIR"
   [[ -z $OPT_VENV || $OPT_VENV == none ]] ||
-    die "--venv and --singularity-container cannot be used together: in a container the commands run with the image's python; install your packages in the image (README.md, 'Containers')"
+    die "--venv and --singularity-container cannot be used together: in a container the commands run with the image's python; install your packages in the image (docs/containers.md)"
   ((OPT_SETUP_VENV == 0)) ||
     die "--setup-venv and --singularity-container cannot be used together: the image holds the Python packages; rebuild the image instead"
   if ! command -v apptainer >/dev/null && ! command -v singularity >/dev/null; then

@@ -120,6 +120,49 @@ _count_args_command_word_to() {
   return 0
 }
 
+# hpc_line_launcher_to VAR LINE: VAR = the launcher LINE's program is itself (torchrun,
+# 'python -m torch.distributed.run', 'accelerate launch', deepspeed ...), "" when none: such
+# a line starts its own processes, so a launcher that starts one task per process (or its
+# own torchrun) must not run it again on top (nested worlds).
+hpc_line_launcher_to() {
+  local -n _ll=$1
+  local py='([^[:space:]]*/)?python[0-9.]*[[:space:]]+(-u[[:space:]]+)?-m[[:space:]]+'
+  local re="(^|[;&|(])[[:space:]]*([A-Za-z_][A-Za-z0-9_]*=[^[:space:]]*[[:space:]]+)*"
+  re+="(([^[:space:]]*/)?(torchrun|deepspeed|accelerate[[:space:]]+launch)|${py}(torch\.distributed\.(run|launch)|accelerate\.commands\.launch|deepspeed\.launcher\.runner))([[:space:]]|$)"
+  _ll=""
+  [[ $2 =~ $re ]] || return 0
+  _ll=${BASH_REMATCH[3]}
+  _ll=${_ll//[[:space:]]/ }
+  while [[ $_ll == *"  "* ]]; do _ll=${_ll//  / }; done
+}
+
+# hpc_refuse_launcher_lines [INDEX...]: under a launcher that starts the processes itself
+# (lightning, script: one task per process; torchrun: its own torchrun per node), refuse
+# a line that is a launcher, naming the launcher to use instead; -d none and dask run the
+# line once, as it is.
+hpc_refuse_launcher_lines() {
+  [[ $J_LAUNCHER =~ ^(lightning|script|torchrun)$ ]] || return 0
+  local k which found
+  local -a idx=("$@")
+  (($#)) || idx=("${!J_COMMANDS[@]}")
+  for k in "${idx[@]}"; do
+    hpc_line_launcher_to found "${J_COMMANDS[k]}"
+    [[ -n $found ]] || continue
+    which="command $((k + 1)) starts '$found', a launcher that starts the program's processes itself"
+    case "$J_LAUNCHER:$found" in
+      torchrun:*accelerate*)
+        die "$which, and -d torchrun starts torchrun on every node: write the line as 'python SCRIPT ARGS' (Accelerator() takes its ranks from torchrun's RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT; 'accelerate launch' options as ACCELERATE_* variables on the line, e.g. ACCELERATE_MIXED_PRECISION=bf16), or keep 'accelerate launch' on one node with -d none: ${J_COMMANDS[k]}"
+        ;;
+      torchrun:*)
+        die "$which, and -d torchrun writes that torchrun line itself from the job's nodes and processes: write the line as 'python SCRIPT ARGS' (without the launcher and its options), or keep it on one node with -d none: ${J_COMMANDS[k]}"
+        ;;
+      *)
+        die "$which, and -d $J_LAUNCHER runs the line in each of the job's tasks (one per process): every task would start its own processes, separate worlds. Use -d torchrun with the line written as 'python SCRIPT ARGS' (the toolkit writes the torchrun line: nodes, processes, rendezvous), or keep the line on one node with -d none: ${J_COMMANDS[k]}"
+        ;;
+    esac
+  done
+}
+
 # hpc_torchrun_line_to VAR LINE: LINE, a laptop line "[VAR=x ...] python [-u] script.py
 # args" or "... python [-u] -m module args", as the torchrun line of this plan's shape
 # (J_NODES x J_PROCS_PER_NODE). Returns 1 when LINE has not that form. The one parser of

@@ -19,6 +19,23 @@ fi
 # shellcheck source=virtual_env_hpc_files/job_lib.sh
 source "$HPC_JOB_LIB"
 
+# hpc_forget_enclosing_job: unset, in this shell, what an enclosing Slurm job or step set
+# for itself (SLURM_*, SLURMD_*, SRUN_*, SALLOC_*), keeping sbatch's own inputs (SLURM_CONF,
+# SLURM_DEBUG_FLAGS, SLURM_EXIT_ERROR, SLURM_UMASK; the user's SBATCH_* stay too). sbatch
+# passes the environment on, and Slurm sets only some of these for the new job: a job
+# submitted from an array task's line saw the parent's SLURM_ARRAY_TASK_ID (and ran its
+# line), SLURM_MEM_PER_NODE, SLURM_NTASKS, SRUN_CPUS_PER_TASK. Run it in the subshell
+# that starts sbatch or salloc (sbatch.sh, local.sh), so the submitting shell keeps them.
+hpc_forget_enclosing_job() {
+  local _fej_name
+  for _fej_name in $(compgen -e); do
+    case $_fej_name in
+      SLURM_CONF | SLURM_DEBUG_FLAGS | SLURM_EXIT_ERROR | SLURM_UMASK) ;;
+      SLURM_* | SLURMD_* | SRUN_* | SALLOC_*) unset -v "$_fej_name" ;;
+    esac
+  done
+}
+
 # die MESSAGE...: "prog: message" on stderr, exit HPC_DIE_STATUS (default 1). An
 # executable sets HPC_DIE_STATUS=2 while it judges its input, so every refusal of bad
 # input exits 2, as a usage error does (die_usage); later failures exit 1.

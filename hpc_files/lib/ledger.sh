@@ -24,10 +24,50 @@ hpc_ledger_line_to() {
     "$2" "$J_EXP_NAME" "$3" "$4" "${J_SUBMISSION_ID:-$2}" "$5" "$6" "$7" "${J_RERUN_OF:+$'\t'$J_RERUN_OF}"
 }
 
-# hpc_ledger_append TEXT: append the lines of one submission in a single write.
+# hpc_ledger_append TEXT: append the lines of one submission whole: under an exclusive
+# flock of the ledger, which every writer takes, so that another submission's lines never
+# land inside them (bash writes a long text in several write() calls: a 20 KB record went
+# out as two).
 hpc_ledger_append() {
-  local ledger=$J_SCRATCH_DIR/hpc_outputs/jobs/submissions.tsv
+  local ledger=$J_SCRATCH_DIR/hpc_outputs/jobs/submissions.tsv fd
   [[ -n $1 ]] || return 0
-  printf '%s' "$1" >>"$ledger" ||
+  if ! exec {fd}>>"$ledger"; then
     warn "submitted, but $ledger could not be updated: hpc status will not list it"
+    return 0
+  fi
+  flock -x "$fd" || warn "could not lock $ledger; appending without the lock"
+  printf '%s' "$1" >&"$fd" ||
+    warn "submitted, but $ledger could not be updated: hpc status will not list it"
+  exec {fd}>&-
+}
+
+# hpc_submission_lock FILE HOLDER WHAT: hold, until this process exits, a lock on FILE (a
+# sweep's sweep.json; for a rerun, jobs/.SUBMISSION.rerun.lock, made if missing), taken
+# before the check of what to submit again and held across sbatch and the ledger's append:
+# of two --rerun or --resume-sweep of one submission at once, the second is refused (exit
+# 1), naming the first from HOLDER, the note it writes (hpc_submission_lock_note) once it
+# is about to submit.
+hpc_submission_lock() {
+  local holder="" rc=0
+  exec {HPC_SUBMISSION_LOCK_FD}<>"$1" || die "cannot open $1 to lock it: check that \$SCRATCH is writable"
+  # 75: held by another. Anything else: the filesystem has no flock (Lustre mounted
+  # without -o flock answers ENOSYS): go on unlocked, as before locks, and say so.
+  flock -n -E 75 "$HPC_SUBMISSION_LOCK_FD" 2>/dev/null || rc=$?
+  if ((rc == 75)); then
+    [[ ! -f $2 ]] || IFS= read -r holder <"$2" || true
+    HPC_DIE_STATUS=1 die "$3 is being submitted right now by another job_submitter.sh (${holder:-it has not said which yet}): nothing was submitted; when it has ended, see hpc status"
+  elif ((rc != 0)); then
+    warn "could not lock $1 (does its filesystem support flock?): $3 goes on without the lock that keeps two of them from submitting at once"
+  fi
+  HPC_SUBMISSION_HOLDER=$2
+  [[ ! -s $2 ]] || : >"$2" # an earlier holder's note (it has ended) is not this one's
+}
+
+# hpc_submission_lock_note WHAT: say, in the lock's HOLDER file, who holds it: WHAT (the
+# command), this pid and host, since when.
+hpc_submission_lock_note() {
+  local host
+  host=$(hostname 2>/dev/null || uname -n)
+  printf '%s: pid %s on %s since %(%Y-%m-%d %H:%M:%S)T\n' "$1" "$$" "$host" -1 >"$HPC_SUBMISSION_HOLDER" ||
+    warn "could not write $HPC_SUBMISSION_HOLDER (who is submitting)"
 }

@@ -74,14 +74,15 @@ _hpc_local_task() {
   local -a f
   hpc_plan_chunk_to f "$HPC_PLAN_CHUNK"
   # Nothing of an enclosing Slurm job (or the user's shell) leaks into the local one.
-  while IFS= read -r v; do unset "$v"; done < <(compgen -e | grep -E '^(SLURM_|SLURMD_|SBATCH_|SRUN_|SALLOC_)' | grep -vx SLURM_CONF)
+  hpc_forget_enclosing_job
+  while IFS= read -r v; do unset "$v"; done < <(compgen -e SBATCH_)
   export SLURM_JOB_ID=local-$$ SLURM_JOBID=local-$$ SLURM_JOB_NAME=$J_EXP_NAME
   export SLURM_NNODES=1 SLURM_JOB_NUM_NODES=1 SLURM_JOB_NODELIST=$5 SLURM_NODELIST=$5
   export SLURMD_NODENAME=$5 SLURM_NODEID=0 SLURM_PROCID=0 SLURM_LOCALID=0
   export SLURM_CPUS_PER_TASK=$J_CPUS_PER_TASK SLURM_NTASKS_PER_NODE=$J_TASKS_PER_NODE
   export SLURM_NTASKS=$J_TASKS_PER_NODE SLURM_JOB_CPUS_PER_NODE=$J_CPUS SLURM_CPUS_ON_NODE=$J_CPUS
   export SLURM_SUBMIT_DIR=$PWD SLURM_SUBMIT_HOST=$5 SLURM_CLUSTER_NAME=local
-  export SLURM_TMPDIR=$tmp HPC_LOCAL_RUN=1 HPC_PREEMPT_WATCH=no
+  export SLURM_TMPDIR=$tmp # HPC_LOCAL_RUN and HPC_PREEMPT_WATCH=no: the plan's (plan.sh)
   if [[ -n ${J_PACK:-} ]] && ((J_GPUS > 0)) && [[ -z ${CUDA_VISIBLE_DEVICES:-} ]]; then
     # The job's GPUs, as Slurm would list them (an allocation's own list is kept): the
     # packed lines split them (virtual_env_hpc_files/pack.sh).
@@ -231,6 +232,7 @@ _hpc_interactive_session() {
   printf -v commands_text '%s\n' "${J_COMMANDS[@]}"
   _write_atomic "$J_COMMANDS_PATH" "$commands_text"
   hpc_staging_build
+  hpc_venv_local_build # --venv-to-local: the archive the session unpacks
   login=$(hostname -f 2>/dev/null || hostname)
   quote_to q_runtime "$J_SOURCE_DIR/virtual_env_hpc_files/job_runtime.sh"
   {
@@ -252,7 +254,11 @@ _hpc_interactive_session() {
   printf -v line '%q ' "${argv[@]}"
   say "interactive session: ${line% }"
   say "(waiting for the allocation; Ctrl-C gives up)"
-  "${argv[@]}" || rc=$?
+  # The session is a job of its own, also when asked for from inside another (sbatch.sh).
+  (
+    hpc_forget_enclosing_job
+    exec "${argv[@]}"
+  ) || rc=$?
   say "interactive session ended (exit code $rc); its allocation is released"
   return "$rc"
 }

@@ -6,17 +6,17 @@
 # job_submitter.sh's options. Everything else is derived from it: the parser and the reset
 # (hpc_options_parse, hpc_options_reset), the "did you mean" list, the options part of
 # `--help` (hpc_options_usage puts the table where the file header says "# @options"), and
-# the README check (tests/unit/options.bats: README's Options table and `--help` agree).
+# the docs check (tests/unit/options.bats: the Options table of docs/reference.md and `--help` agree).
 # The rbenv-style help stays in the file header of job_submitter.sh (summary, usage, notes);
 # its options part is not a copy but this table, printed in its place: nothing to keep in step.
 #
-# Adding an option is ONE row here (and its line in README's Options table, which the test
+# Adding an option is ONE row here (and its line in docs/reference.md's Options table, which the test
 # above demands):
 #   hpc_option SHORT|- --LONG[,--ALIAS...] KIND ARG VARIABLE DEFAULT HELP
 # KIND: flag (VARIABLE=1 when given, else 0), value (the next word or --name=value; "" when
 # not given), list (ARG...: every following word up to the next option; an array), append
 # (repeatable; its value is the next word whatever it looks like; an array). DEFAULT is what
-# the user gets when the option is left out (shown in --help and README; the code that
+# the user gets when the option is left out (shown in --help and docs/reference.md; the code that
 # applies it is elsewhere, the variable is "" then). `hpc_option_section TITLE` starts a
 # group of --help. The cleanup front end (plai_cleanups/submit_cleanup.sh) has its own table
 # and the same parser.
@@ -48,6 +48,8 @@ hpc_submit_options() {
   hpc_option - --nodes-arg value NAME OPT_NODES_ARG 'not passed' 'also pass the node count to your program as --NAME N (e.g. num_nodes)'
   hpc_option - --devices-arg value NAME OPT_DEVICES_ARG 'not passed' 'also pass the processes per node as --NAME N (e.g. devices)'
   hpc_option - --venv value 'PATH|none' OPT_VENV '<project>/.venv' "the project's virtual environment; none = the node's python"
+  hpc_option - --venv-to-local flag '' OPT_VENV_TO_LOCAL "profile (HPC_VENV_TO_LOCAL, no)" "run the venv from each node's local disk: packed once at submission (reused while unchanged), unpacked once per node"
+  hpc_option - --no-venv-to-local flag '' OPT_NO_VENV_TO_LOCAL '' 'run the venv where it is, even when the profile says HPC_VENV_TO_LOCAL=yes'
   hpc_option - --setup-venv flag '' OPT_SETUP_VENV '' 'first build the venv from requirements.txt in a job of its own; the experiments wait for it (--dependency=afterok)'
   hpc_option - --data list 'PATH...' OPT_DATA '' "stage these files/folders (relative to \$SCRATCH/<project>) to every node's local disk: the same paths under \$SLURM_TMPDIR"
   hpc_option - --results-dir value 'DIR|none' OPT_RESULTS_DIR results 'results folder under $SLURM_TMPDIR ($HPC_RESULTS_DIR), copied back to $SCRATCH/<project>/EXP/results'
@@ -55,7 +57,7 @@ hpc_submit_options() {
   hpc_option -s --singularity-container value IMAGE OPT_CONTAINER '' 'run the commands in this Singularity/Apptainer image (.sif file or sandbox folder)'
   hpc_option - --container-to-local flag '' OPT_CONTAINER_TO_LOCAL '' "copy the image to each node's local disk first"
 
-  hpc_option_section 'W&B sweeps (instead of the commands file; README.md, "Sweeps"):'
+  hpc_option_section 'W&B sweeps (instead of the commands file; docs/sweeps.md):'
   hpc_option - --wandb-sweepid value ENTITY/PROJECT/ID OPT_SWEEPID '' 'run wandb agent for this sweep, one per array task; submit again to add agents to the same sweep'
   hpc_option - --num-agents value N OPT_NUM_AGENTS 1 'agents (online), or runs (offline random/bayes)'
   hpc_option - --runs-per-agent value N OPT_RUNS_PER_AGENT 1 'runs per agent (wandb agent --count N)'
@@ -162,7 +164,7 @@ _hpc_opt_append() {
   _hpc_opt_to+=("$2")
 }
 
-# _hpc_opt_form_to VAR ROW: "-g, --gpus N" (as --help and README show the option).
+# _hpc_opt_form_to VAR ROW: "-g, --gpus N" (as --help and docs/reference.md show the option).
 _hpc_opt_form_to() {
   local -n _f=$1
   local i=$2 spellings=${_HPC_OPT_LONGS[$2]}

@@ -12,7 +12,7 @@
 # (its CPU affinity) and of the job's GPUs.
 #
 # Per-line outcomes: one file per line in <commands file minus .commands>.lines/I
-# (README.md, "Packing"), written by the job side.
+# (docs/lines-and-packing.md, "Packing"), written by the job side.
 
 # hpc_pack_requested: true when --pack or --lines-per-job was given.
 hpc_pack_requested() {

@@ -19,6 +19,7 @@
 #                        (one table: HPC_LAUNCHER_TABLE, resources.sh)
 #   J_SIGNAL_GRACE J_MAX_RESTARTS J_REQUEUE J_REQUEUE_MARGIN J_REQUEUE_ON_TERM
 #   J_LIGHTNING_HOOK      requeue (requeue.sh, launchers.sh on the job side)
+#   J_VENV_TO_LOCAL J_VENV_LOCAL_*                             --venv-to-local (venv_local.sh)
 #   J_VENV J_MODULES J_CONTAINER J_CONTAINER_TO_LOCAL J_PROVIDES_TMPDIR J_LOCAL_SCRATCH
 #   J_DATA_* J_RESULTS_FOLDER J_SYNC_EVERY_S J_WANDB_KEY_FILE J_GIT_COMMIT J_SLURM_VERSION
 #
@@ -49,7 +50,8 @@
 # HPC_SOURCE_DIR, J_PROJECT_NAME, HPC_SCRATCH_DIR, HPC_EXP_NAME), then HPC_*: paths
 # (HPC_EXP_DIR, HPC_OUTPUT_DIR, HPC_TASK_SUBDIRS), the launcher's shape and the job-side
 # settings (hpc_plan_settle_job_side). The job reads no setting from the submitting
-# shell's environment that sbatch happens to pass on.
+# shell's environment that sbatch happens to pass on: the exports start by unsetting every
+# HPC_* variable that came through, so a value the plan leaves out is unset in the job.
 
 # _directive NAME [VALUE]: one "#SBATCH --name=VALUE" line. sbatch reads directive lines
 # like a shell would (quotes removed, a backslash escapes the next character, even inside
@@ -73,7 +75,7 @@ _export() {
 }
 
 # hpc_plan_settle_job_side: the settings the job side reads, decided here once from the
-# submitting environment (README: Wall time, preemption and requeue; Staging; Containers).
+# submitting environment (docs/requeue.md, docs/data.md, docs/containers.md).
 hpc_plan_settle_job_side() {
   J_REQUEUE_MARGIN=${HPC_REQUEUE_MARGIN:-15}
   J_REQUEUE_ON_TERM=${HPC_REQUEUE_ON_TERM:-auto}
@@ -83,6 +85,7 @@ hpc_plan_settle_job_side() {
   J_LIGHTNING_HOOK=${HPC_LIGHTNING_HOOK:-yes}
   J_KEEPER_TIMEOUT=${HPC_KEEPER_TIMEOUT:-120}
   J_CONTAINER_RUNTIME=${HPC_CONTAINER_RUNTIME:-}
+  J_LOCAL_RUN=$((OPT_LOCAL))
   local name
   for name in J_REQUEUE_MARGIN J_KILL_AFTER J_KEEPER_TIMEOUT; do
     is_count "${!name}" || die "HPC_${name#J_}='${!name}' is not a whole number of seconds: fix or unset it"
@@ -91,6 +94,31 @@ hpc_plan_settle_job_side() {
   [[ $J_PREEMPT_WATCH =~ ^(yes|no)$ ]] || die "HPC_PREEMPT_WATCH='$J_PREEMPT_WATCH' is not yes or no: fix or unset it"
   [[ $J_LIGHTNING_HOOK =~ ^(yes|no)$ ]] || die "HPC_LIGHTNING_HOOK='$J_LIGHTNING_HOOK' is not yes or no: fix or unset it"
   ! has_newline "$J_CONTAINER_RUNTIME" || die "HPC_CONTAINER_RUNTIME holds a newline"
+}
+
+# The job-side settings the submitting side reads from its environment (README: The
+# job's environment) and the plan exports again for the job: inside a job of the toolkit
+# they hold that job's plan, not the user's wish (tests/unit/job_env.bats keeps this list
+# complete).
+HPC_PLAN_ENV_SETTINGS=(HPC_VENV HPC_REQUEUE_MARGIN HPC_REQUEUE_ON_TERM HPC_KILL_AFTER
+  HPC_PREEMPT_WATCH HPC_LIGHTNING_HOOK HPC_KEEPER_TIMEOUT HPC_CONTAINER_RUNTIME)
+
+# hpc_plan_forget_enclosing_job: a submission from inside a job of the toolkit (a line that
+# submits follow-up work, an --interactive session) plans as one from a clean shell: each
+# of HPC_PLAN_ENV_SETTINGS whose value is the one the enclosing job's batch script (or
+# session rcfile, $HPC_JOB_SCRIPT) exported is unset here. A value the line set itself
+# (HPC_VENV=/other bash hpc_files/job_submitter.sh ...) differs from it, and counts.
+hpc_plan_forget_enclosing_job() {
+  local script text name q
+  [[ -n ${HPC_JOB_SCRIPT+set} ]] || return 0 # (not ${..:-}: HPC_JOB_SCRIPT is no setting)
+  script=$HPC_JOB_SCRIPT
+  [[ -f $script && -r $script ]] || return 0
+  text=$'\n'$(<"$script")$'\n' || return 0
+  for name in "${HPC_PLAN_ENV_SETTINGS[@]}"; do
+    [[ -n ${!name+set} ]] || continue
+    quote_to q "${!name}"
+    [[ $text != *$'\n'"export $name=$q"$'\n'* ]] || unset -v "$name"
+  done
 }
 
 # hpc_plan_is_array: the submission is an array (more than one line).
@@ -188,14 +216,69 @@ hpc_plan_array_to() {
 # hpc_plan_sbatch_args_to ARRAY K [VENV_JOB [PREVIOUS_JOB]]: hpc_sbatch's arguments for
 # chunk K: a failed venv job cancels it (afterok) instead of leaving it pending forever;
 # with --max-parallel each chunk waits for the one before (afterany), so the cap holds.
+# The user's own --sbatch-option=--dependency=... (an #SBATCH line of the script, which a
+# --dependency on the command line would replace) is joined to these, never dropped.
 hpc_plan_sbatch_args_to() {
   local -n _args=$1
-  local dep=${3:+afterok:$3} script
+  local dep=${3:+afterok:$3} script user all
   [[ -z $J_MAX_PARALLEL || -z ${4:-} ]] || dep+=${dep:+,}afterany:$4
   hpc_plan_script_path_to script "$2"
   _args=()
-  [[ -z $dep ]] || _args+=("--dependency=$dep" --kill-on-invalid-dep=yes)
+  if [[ -n $dep ]]; then
+    hpc_plan_with_chunk "$2" hpc_plan_user_dependency_to user
+    hpc_plan_dependency_combine_to all "$user" "$dep" ||
+      die "chunk $(($2 + 1)): --dependency '$user' cannot be joined to $dep (hpc_plan_check_dependencies lets none through)"
+    _args+=("--dependency=$all" --kill-on-invalid-dep=yes)
+  fi
   _args+=("$script")
+}
+
+# hpc_plan_user_dependency_to VAR: the value of the user's --sbatch-option=--dependency=...
+# in force (sbatch takes any unambiguous prefix, --dep=...; the last one wins, as in
+# sbatch), "" when there is none.
+hpc_plan_user_dependency_to() {
+  local -n _ud=$1
+  local _ud_o _ud_name
+  _ud=""
+  for _ud_o in "${J_SBATCH_OPTIONS[@]}"; do
+    [[ $_ud_o == --*=* ]] || continue
+    _ud_name=${_ud_o%%=*} _ud_name=${_ud_name#--}
+    if ((${#_ud_name} >= 3)) && [[ dependency == "$_ud_name"* ]]; then
+      _ud=${_ud_o#*=}
+    fi
+  done
+}
+
+# hpc_plan_dependency_combine_to VAR USER OWN: one --dependency value that asks for both
+# the user's dependency and the toolkit's: "USER,OWN" (',': all of them hold; USER may be
+# "afterok:1:2" or "afterok:1,afterany:2"). A USER of alternatives ("afterok:1?afterok:2",
+# '?': any of them) cannot be joined to OWN, since Slurm does not mix ',' and '?' in one
+# value: returns 1.
+hpc_plan_dependency_combine_to() {
+  local -n _dc=$1
+  if [[ -z $2 || -z $3 ]]; then
+    _dc=$2$3
+    return 0
+  fi
+  [[ $2 != *\?* ]] || return 1
+  _dc=$2,$3
+}
+
+# hpc_plan_check_dependencies: before anything is written, refuse a user's dependency of
+# alternatives ('?') where the toolkit adds its own (--setup-venv on every chunk;
+# --max-parallel on every chunk after the first).
+hpc_plan_check_dependencies() {
+  local k user own
+  for k in "${!J_CHUNKS[@]}"; do
+    hpc_plan_with_chunk "$k" hpc_plan_user_dependency_to user
+    [[ $user == *\?* ]] || continue
+    own=""
+    ((OPT_SETUP_VENV == 0)) || own="--setup-venv (the venv job must succeed first)"
+    ((k == 0)) || [[ -z $J_MAX_PARALLEL ]] ||
+      own+="${own:+, and }--max-parallel across ${#J_CHUNKS[@]} arrays (each waits for the one before)"
+    [[ -z $own ]] ||
+      die "--sbatch-option=--dependency=$user gives alternatives ('?': any of them), which Slurm cannot join to the toolkit's own dependency for $own in one --dependency: write yours with ',' (all of them), or drop what adds the toolkit's"
+  done
 }
 
 # hpc_plan_exports K [SCRIPT]: the job's variables for chunk K, as its batch script sets
@@ -207,6 +290,12 @@ hpc_plan_exports() {
   [[ -n $script ]] || hpc_plan_script_path_to script "$1"
   ! hpc_plan_is_array || subdirs=yes
   [[ -z ${J_PACK:-} ]] || subdirs=no # a packed job's lines each have task_I (pack.sh)
+  # The plan alone speaks to the job: no HPC_* variable of the submitting shell (another
+  # job's, an --interactive session's, a stray export) comes through sbatch (README: The
+  # job's environment). tests/unit/job_env.bats holds the job side to this.
+  # shellcheck disable=SC2016 # the script's text
+  printf '%s\n' '# The plan alone: no HPC_* variable of the submitting shell reaches the job.' \
+    'for _hpc_v in $(compgen -v HPC_); do unset -v "$_hpc_v"; done' 'unset -v _hpc_v'
   _export source_dir "$J_SOURCE_DIR"
   _export project_name "$J_PROJECT_NAME"
   _export scratch_dir "$J_SCRATCH_DIR"
@@ -244,19 +333,29 @@ hpc_plan_exports() {
   _export HPC_SIGNAL_GRACE "$J_SIGNAL_GRACE"
   _export HPC_MAX_RESTARTS "$J_MAX_RESTARTS"
   _export HPC_REQUEUE "$J_REQUEUE"
-  # Job-side settings taken from the submitting environment once, here (README: Wall
-  # time, preemption and requeue), not through what sbatch passes on.
+  # Job-side settings taken from the submitting environment once, here (docs/requeue.md),
+  # not through what sbatch passes on.
   _export HPC_REQUEUE_MARGIN "$J_REQUEUE_MARGIN"
   _export HPC_REQUEUE_ON_TERM "$J_REQUEUE_ON_TERM"
   _export HPC_KILL_AFTER "$J_KILL_AFTER"
   _export HPC_PREEMPT_WATCH "$J_PREEMPT_WATCH"
-  [[ $J_LAUNCHER != lightning ]] || _export HPC_LIGHTNING_HOOK "$J_LIGHTNING_HOOK"
+  [[ ! $J_LAUNCHER =~ ^(lightning|script|torchrun)$ ]] || _export HPC_LIGHTNING_HOOK "$J_LIGHTNING_HOOK"
   _export HPC_VENV "$J_VENV"
+  # --venv-to-local (venv_local.sh): the archive the job unpacks on every node; absent when not used.
+  if [[ ${J_VENV_TO_LOCAL:-no} == yes && $J_VENV != none ]]; then
+    _export HPC_VENV_LOCAL_ARCHIVE "$J_VENV_LOCAL_ARCHIVE"
+    _export HPC_VENV_LOCAL_SHA "$J_VENV_LOCAL_SHA"
+    _export HPC_VENV_LOCAL_BYTES "$J_VENV_LOCAL_BYTES"
+    _export HPC_VENV_LOCAL_DIR "$J_VENV_LOCAL_DIR"
+    _export HPC_VENV_LOCAL_REAL "$J_VENV_LOCAL_REAL"
+  fi
   [[ -z ${J_WANDB_KEY_FILE:-} ]] || _export HPC_WANDB_KEY_FILE "$J_WANDB_KEY_FILE"
   _export HPC_MODULES "$J_MODULES"
   _export HPC_PROVIDES_TMPDIR "$J_PROVIDES_TMPDIR"
   _export HPC_LOCAL_SCRATCH "$J_LOCAL_SCRATCH"
   _export HPC_KEEPER_TIMEOUT "$J_KEEPER_TIMEOUT"
+  # --local: the job runs on this machine, under local_slurm/'s stand-ins (local.sh).
+  [[ ${J_LOCAL_RUN:-0} == 0 ]] || _export HPC_LOCAL_RUN 1
   # --data, --results-dir, --sync-every (staging.sh); absent when not used.
   if [[ -n ${J_DATA_ARCHIVE:-} ]]; then
     _export HPC_DATA_ARCHIVE "$J_DATA_ARCHIVE"

@@ -7,6 +7,7 @@ hpc_profile_defaults() {
   HPC_DEFAULT_CPUS_PER_TASK=1 HPC_DEFAULT_MEM="" HPC_MAX_GPUS_PER_NODE=8
   HPC_GPU_DIRECTIVE="gres" HPC_MAX_ARRAY_PARALLEL="" HPC_MODULES=""
   HPC_PROVIDES_TMPDIR="auto" HPC_LOCAL_SCRATCH="/tmp" HPC_VENV_PATH=""
+  HPC_VENV_TO_LOCAL="no" HPC_VENV_LOCAL_DIR="/tmp/hpc_venvs_%u"
   HPC_SIGNAL_GRACE=120 HPC_MAX_RESTARTS=10
 }
 
@@ -62,7 +63,11 @@ hpc_profile_check_values() {
     die "cluster profile $file: HPC_DEFAULT_TIME '$HPC_DEFAULT_TIME' is not a Slurm time (for example 01:00:00 or 2-00:00:00)"
   { [[ $HPC_LOCAL_SCRATCH == /* ]] && ! has_newline "$HPC_LOCAL_SCRATCH"; } ||
     die "cluster profile $file: HPC_LOCAL_SCRATCH '$HPC_LOCAL_SCRATCH' must be an absolute path on one line (for example /tmp)"
-  for name in HPC_MODULES HPC_VENV_PATH; do
+  case $HPC_VENV_TO_LOCAL in
+    yes | no) ;;
+    *) die "cluster profile $file: HPC_VENV_TO_LOCAL must be 'yes' or 'no', not '$HPC_VENV_TO_LOCAL'" ;;
+  esac
+  for name in HPC_MODULES HPC_VENV_PATH HPC_VENV_LOCAL_DIR; do
     ! has_newline "${!name}" || die "cluster profile $file: $name must be one line"
   done
 }

@@ -179,7 +179,7 @@ _rerun_dry_run() {
 # "ID COUNT SPEC COPY OFFSET LOG"); if sbatch refuses one, cancel those already in and
 # remove every copy.
 _rerun_submit_all() {
-  local base=$1 entry script spec count offset log data k=0 text copy id prev=""
+  local base=$1 entry script spec count offset log data k=0 text copy id prev="" sbatch_rc
   local -a written=() ids=() dep
   RERUN_SUBMITTED=()
   for entry in "${RERUN_SCRIPTS[@]}"; do
@@ -194,7 +194,13 @@ _rerun_submit_all() {
     # A --max-parallel cap (%N) holds across the arrays: each waits for the one before.
     dep=()
     [[ -z $prev || -z $RERUN_CAP ]] || dep=("--dependency=afterany:$prev" --kill-on-invalid-dep=yes)
-    if ! hpc_sbatch id --ledger job "$count" "$copy" "$offset" "$log" "${dep[@]}" "$copy"; then
+    sbatch_rc=0
+    hpc_sbatch id --ledger job "$count" "$copy" "$offset" "$log" "${dep[@]}" "$copy" || sbatch_rc=$?
+    if ((sbatch_rc == 2)); then
+      hpc_ledger_flush
+      hpc_sbatch_unsure_die "$copy" "${ids[@]}"
+    fi
+    if ((sbatch_rc != 0)); then
       ((${#ids[@]} == 0)) || scancel "${ids[@]}" || warn "could not cancel jobs ${ids[*]}: cancel them with scancel"
       rm -f -- "${written[@]}"
       HPC_LEDGER_PENDING=""
@@ -232,6 +238,15 @@ hpc_rerun() {
     die "--rerun '${OPT_RERUN:0:100}' is not a Slurm job id: give a job id that job_submitter.sh printed (any job of the submission; hpc status lists them)"
   _rerun_plan_to plan
   _rerun_read_plan "$plan"
+  if ((OPT_DRY_RUN == 0)); then
+    # One rerun of a submission at a time: the check again under its lock, held until
+    # this process has submitted and written the ledger (a second one then finds this
+    # one's jobs and is refused: "already rerun").
+    local lock=$J_SCRATCH_DIR/hpc_outputs/jobs/.$RERUN_OF.rerun.lock
+    hpc_submission_lock "$lock" "$lock" "a rerun of submission $RERUN_OF"
+    _rerun_plan_to plan
+    _rerun_read_plan "$plan"
+  fi
   J_EXP_NAME=$RERUN_EXP J_SUBMISSION_ID=$RERUN_EXP-$1 J_RERUN_OF=$RERUN_OF
   _rerun_print_tasks
   _rerun_warn_own_failures
@@ -241,6 +256,7 @@ hpc_rerun() {
   fi
   confirm_large_array "${#RERUN_TASKS[@]}"
   HPC_DIE_STATUS=1 # from here on a failure is the machine's or Slurm's
+  hpc_submission_lock_note "job_submitter.sh --rerun $OPT_RERUN"
   _rerun_submit_all "$J_SCRATCH_DIR/hpc_outputs/jobs/$J_SUBMISSION_ID-rerun"
   _rerun_record
 }

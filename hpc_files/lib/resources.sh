@@ -1,6 +1,6 @@
 # shellcheck shell=bash
-# How gpus, nodes and cpus become Slurm's request for each launcher (the README's
-# resource table). --gpus, --cpus and --mem are per node.
+# How gpus, nodes and cpus become Slurm's request for each launcher (the resource table
+# of docs/reference.md). --gpus, --cpus and --mem are per node.
 
 # HPC_LAUNCHER_TABLE: each launcher's shape, the one place both sides take it from (the
 # job reads HPC_TASKS_PER_NODE and HPC_SRUN_MODE from its batch script):

@@ -2,6 +2,8 @@
 # Step 5 of job_submitter.sh: write the commands file and every chunk's batch script
 # beside the logs, then hand them to hpc_sbatch (sbatch.sh) in order. Nothing is left
 # behind if sbatch refuses one: the chunks already in are cancelled, every file removed.
+# When no one can tell whether sbatch queued a chunk (no job id in its answer, squeue not
+# answering), nothing is removed: a queued job reads these files.
 
 # hpc_submission_paths STAMP: J_SCRIPT_PATH and J_COMMANDS_PATH for this submission (part
 # of the plan: prepare names them; a plan of several chunks adds -partK to the script).
@@ -36,7 +38,7 @@ _write_atomic_from() {
 # job (VENV_JOB) and these in one write.
 hpc_submit_plan() {
   local -n _submitted=$1
-  local venv_job=${2:-} commands_text k script args id prev="" log f why tasks
+  local venv_job=${2:-} commands_text k script args id prev="" log f why tasks sbatch_rc
   local -a _written=() _ids=()
   _submitted=()
   [[ -d $J_SCRATCH_DIR/hpc_outputs/jobs ]] || mkdir -p -- "$J_SCRATCH_DIR/hpc_outputs/jobs" ||
@@ -57,8 +59,13 @@ hpc_submit_plan() {
     hpc_plan_chunk_to f "$k"
     hpc_plan_sbatch_args_to args "$k" "$venv_job" "$prev"
     hpc_plan_chunk_tasks_to tasks "$k" # the ledger counts array tasks, not packed lines
-    if ! hpc_sbatch id --ledger job "$tasks" "$script" "${f[1]}" "$log" \
-      "${args[@]}"; then
+    sbatch_rc=0
+    hpc_sbatch id --ledger job "$tasks" "$script" "${f[1]}" "$log" "${args[@]}" || sbatch_rc=$?
+    if ((sbatch_rc == 2)); then
+      hpc_ledger_flush # the jobs known to be in
+      hpc_sbatch_unsure_die "$script" "${_ids[@]}"
+    fi
+    if ((sbatch_rc != 0)); then
       # What went in goes out again: the venv job too, which nothing would wait for.
       _ids=(${venv_job:+"$venv_job"} "${_ids[@]}")
       ((${#_ids[@]} == 0)) || scancel "${_ids[@]}" || warn "could not cancel jobs ${_ids[*]}: cancel them with scancel"
@@ -72,9 +79,21 @@ hpc_submit_plan() {
     fi
     _ids+=("$id") prev=$id
     hpc_plan_with_chunk "$k" hpc_staging_record_job "$id"
+    hpc_venv_local_record_job "$id"
   done
   hpc_ledger_flush
   _submitted=("${_ids[@]}")
+}
+
+# hpc_sbatch_unsure_die SCRIPT [ID...]: sbatch's answer for SCRIPT held no job id and Slurm
+# could not be asked whether it queued it: nothing is removed or cancelled (a queued job
+# reads its batch script and commands file), and the user is told how to find out.
+hpc_sbatch_unsure_die() {
+  local script=$1
+  shift
+  # An offline sweep's folder too: a queued point's agent reads it.
+  [[ -z ${HPC_SWEEP_WRITTEN_DIR:-} ]] || hpc_keep_at_exit "$HPC_SWEEP_WRITTEN_DIR"
+  die "could not tell whether sbatch queued $script: its answer held no job id ($HPC_SBATCH_SAID) and squeue could not be asked. Every file is kept, since a queued job reads them${*:+; jobs $* are in}. Check with: squeue -u ${USER:-\$USER} -o '%A %o' (the job whose command is $script); if there is none, submit again"
 }
 
 # hpc_print_submitted ID...: what was submitted (one job id per chunk, in order): the

@@ -206,6 +206,10 @@ _sweep_resume_commands() {
   J_SWEEP_DIR=$J_SCRATCH_DIR/sweeps/$OPT_RESUME_SWEEP
   [[ -f $J_SWEEP_DIR/sweep.json ]] ||
     die "no offline sweep '$OPT_RESUME_SWEEP' under $J_SCRATCH_DIR/sweeps (the id job_submitter.sh printed when you submitted it)"
+  # One resume of a sweep at a time: its check (which points are taken) and its sbatch under
+  # the sweep's lock (ledger.sh), held until this process ends.
+  ((OPT_DRY_RUN)) || hpc_submission_lock "$J_SWEEP_DIR/sweep.json" "$J_SWEEP_DIR/.resume.holder" \
+    "a resume of sweep $OPT_RESUME_SWEEP"
   _sweep_stage_py resume "$J_SWEEP_DIR"
   IFS=$'\t' read -r method count exp id todo <<<"$SWEEP_OUT"
   # sweep.json is a file on scratch that anyone with access may have edited: what it says
@@ -228,6 +232,7 @@ _sweep_resume_commands() {
     exit 0
   fi
   [[ -n $OPT_EXP_NAME ]] || J_EXP_NAME=$exp
+  ((OPT_DRY_RUN)) || hpc_submission_lock_note "job_submitter.sh --resume-sweep $OPT_RESUME_SWEEP"
   J_ARRAY_RANGES=$todo
   _sweep_point_commands "$count"
 }
@@ -260,9 +265,20 @@ hpc_sweep_dry_run_note() {
   printf '\n'
 }
 
-# hpc_sweep_submitted: what to do next, after the job ids were printed.
+# hpc_sweep_submitted ID...: note the submission's jobs (one per chunk) in the sweep's
+# jobs.tsv (JOB_ID, TASK_OFFSET: a later --resume-sweep counts their queued points as
+# taken, python/hpc_toolkit/sweep/stage.py), then say what to do next.
 hpc_sweep_submitted() {
+  local k text="" ids=("$@") f
   [[ -z ${HPC_SWEEP_WRITTEN_DIR:-} ]] || hpc_keep_at_exit "$HPC_SWEEP_WRITTEN_DIR"
+  if [[ $J_SWEEP_KIND != online ]]; then
+    for k in "${!J_CHUNKS[@]}"; do
+      hpc_plan_chunk_to f "$k"
+      [[ -z ${ids[k]:-} ]] || text+=${ids[k]}$'\t'${f[1]}$'\n'
+    done
+    printf '%s' "$text" >>"$J_SWEEP_DIR/jobs.tsv" ||
+      warn "could not note jobs $* in $J_SWEEP_DIR/jobs.tsv: a --resume-sweep while they are queued would submit their points again"
+  fi
   case $J_SWEEP_KIND in
     online)
       printf 'W&B sweep %s: %d agent(s), %d run(s) each (--runs-per-agent); submit again to add agents\n' \

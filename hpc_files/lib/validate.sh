@@ -223,9 +223,10 @@ hpc_settle_paths() {
 }
 
 # hpc_validate_commands [INDEX...]: what a launcher needs of each command line (after
-# hpc_read_configs): torchrun's form, read by the one parser that rewrites the lines later
+# hpc_read_configs): no launcher of its own under one that starts the processes, torchrun's form, read by the one parser that rewrites the lines later
 # (count_args.sh); of the commands INDEX... only (a resource block's: blocks.sh), else all.
 hpc_validate_commands() {
+  hpc_refuse_launcher_lines "$@"
   hpc_torchrun_commands --check "$@"
 }
 
@@ -241,4 +242,35 @@ hpc_check_scripts_exist() {
     [[ -f $path ]] ||
       warn "configs file line ${hit%%:*} runs $script, which is not in the project ($path not found): the job would fail on the node; fix the path (commands run in $J_SOURCE_DIR)"
   done
+}
+
+# hpc_check_relative_outputs: an argument that names an output folder with a relative path
+# (nanoGPT's --out_dir=out, Transformers' --output_dir out, --save_dir ckpt ...) writes into
+# the project folder, shared by every task, array element and rerun: warn now, with what to
+# pass instead (a warning: the program may want it so). Only the lines' words are read; the
+# job log names what a program wrote there by its own defaults (project_writes.sh).
+hpc_check_relative_outputs() {
+  local k i word value name lines="" example=""
+  local flag='^--?((out|output)([_-]?(dir|directory|path|folder|root))?|(save|log|logging|checkpoint|ckpt|results?|default[_-]root)[_-]?(dir|directory|path|folder|root)|outdir|logdir|savedir)$'
+  local -a words
+  for k in "${!J_COMMANDS[@]}"; do
+    read -ra words <<<"${J_COMMANDS[k]}"
+    for i in "${!words[@]}"; do
+      word=${words[i]}
+      if [[ $word == -*=* ]]; then
+        name=${word%%=*} value=${word#*=}
+      else
+        name=$word value=${words[i + 1]:-}
+      fi
+      [[ $name =~ $flag && -n $value && $value != [/\$~\{-]* ]] || continue
+      value=${value#[\"\']} && value=${value%[\"\']}
+      [[ -n $value && $value != [/\$~]* ]] || continue
+      lines+="${lines:+, }${J_COMMAND_LINES[k]:-$((k + 1))}"
+      [[ -n $example ]] || example="$name $value"
+      break
+    done
+  done
+  [[ -n $lines ]] || return 0
+  # shellcheck disable=SC2016 # the variables' names, for the user's line
+  warn "line(s) $lines of the commands write output to a relative folder in the project ($example): every task, array element and rerun writes to that same place and overwrites the others. Pass the task's own folder: ${example%% *}=\$HPC_CHECKPOINT_DIR (checkpoints; a requeued attempt resumes from there) or ${example%% *}=\$HPC_RESULTS_DIR (results, copied back to EXP/results) (README: Recipes)"
 }

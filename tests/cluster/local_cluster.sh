@@ -53,6 +53,18 @@ SLURM_DEBS="${HPC_LOCAL_SLURM_PREFIX:-}"
 # a cluster without slurmdbd (hpc status).
 ACCOUNTING_ASKED="${HPC_LOCAL_ACCOUNTING:-slurmdbd}"
 ACCOUNTING=slurmdbd
+# shared: every node's local scratch is BASE/localscratch/NODE, one disk that every node
+# sees; pernode: each slurmd runs in a mount namespace of its own with its node's disk
+# bound at one common path (HPC_LOCAL_NODE_DISK_PATH), as on clusters whose nodes each
+# have a local disk at the same path: a file made there on node1 is not on node2.
+NODE_DISKS="${HPC_LOCAL_NODE_DISKS:-shared}"
+NODE_DISK_PATH="${HPC_LOCAL_NODE_DISK_PATH:-/localscratch}"
+# yes: cgroup enforcement (proctrack/cgroup, task/cgroup with ConstrainCores,
+# ConstrainRAMSpace, ConstrainDevices): a job sees only its CPUs, memory and GPUs.
+CGROUPS="${HPC_LOCAL_CGROUPS:-no}"
+# yes: job_container/tmpfs, a private /tmp per job and node (the cluster folder must not
+# be under /tmp, which the jobs then no longer see).
+PRIVATE_TMP="${HPC_LOCAL_PRIVATE_TMP:-no}"
 MUNGE_USER=munge
 GPU_GRES=""
 GPU_LINES=()
@@ -89,6 +101,18 @@ Environment:
                             folder; no apt-get, no MariaDB (accounting: sacct -c)
   HPC_LOCAL_ACCOUNTING      slurmdbd (default: MariaDB + slurmdbd, full sacct) or jobcomp
                             (no slurmdbd: JobCompType=jobcomp/filetxt; sacct fails)
+  HPC_LOCAL_NODE_DISKS      shared (default: node N's local scratch is
+                            CLUSTER_DIR/localscratch/nodeN, seen by every node) or pernode
+                            (each slurmd in its own mount namespace with its node's disk
+                            at HPC_LOCAL_NODE_DISK_PATH: SLURM_TMPDIR is the same path on
+                            every node, with other contents)
+  HPC_LOCAL_NODE_DISK_PATH  the common path of pernode disks (default /localscratch)
+  HPC_LOCAL_CGROUPS         no (default) or yes: proctrack/cgroup and task/cgroup with
+                            ConstrainCores, ConstrainRAMSpace and ConstrainDevices (cgroup v1
+                            here); the fake GPUs are then character devices of NVIDIA's
+                            major 195 (copies of /dev/null would deny /dev/null itself)
+  HPC_LOCAL_PRIVATE_TMP     no (default) or yes: job_container/tmpfs, a private /tmp per
+                            job and node; HPC_LOCAL_CLUSTER_DIR must then lie outside /tmp
 
 Example:
   eval "\$(bash tests/cluster/local_cluster.sh start --nodes 4)"
@@ -213,6 +237,14 @@ validate_nodes() {
         jobcomp) ACCOUNTING=none ;;
         *) die "HPC_LOCAL_ACCOUNTING must be slurmdbd or jobcomp (got '${ACCOUNTING_ASKED}')" ;;
     esac
+    case "${NODE_DISKS}" in
+        shared | pernode) ;;
+        *) die "HPC_LOCAL_NODE_DISKS must be shared or pernode (got '${NODE_DISKS}')" ;;
+    esac
+    [[ "${CGROUPS}" == yes || "${CGROUPS}" == no ]] || die "HPC_LOCAL_CGROUPS must be yes or no (got '${CGROUPS}')"
+    [[ "${PRIVATE_TMP}" == yes || "${PRIVATE_TMP}" == no ]] || die "HPC_LOCAL_PRIVATE_TMP must be yes or no (got '${PRIVATE_TMP}')"
+    [[ "${NODE_DISK_PATH}" =~ ^/[A-Za-z0-9/._-]+$ && "${NODE_DISK_PATH}" != / ]] ||
+        die "HPC_LOCAL_NODE_DISK_PATH must be an absolute path of letters, digits and / . _ - (got '${NODE_DISK_PATH}')"
 }
 
 port_in_use() {
@@ -321,6 +353,10 @@ make_folders() {
             "${BASE}/localscratch/${node}" "${BASE}/localscratch_lab/${node}"
         chmod 1777 -- "${BASE}/localscratch_lab/${node}"
     done
+    # The node-local venv copies of --venv-to-local (the profiles' HPC_VENV_LOCAL_DIR): one
+    # path for every node, like /tmp on a real cluster, but this cluster's own.
+    mkdir -p -- "${BASE}/localvenvs"
+    chmod 1777 -- "${BASE}/localvenvs"
 }
 
 # munged and mariadbd run as users munge and mysql: they must reach their folders.
@@ -334,11 +370,18 @@ check_service_users_reach_folder() {
 }
 
 make_fake_gpus() {
-    local node i
+    local node i n=0
     [[ "${GPU_MODE}" == fake ]] || return 0
     for node in $(node_names); do
         for ((i = 0; i < GPUS_PER_NODE; i++)); do
-            mknod -m 0666 "${BASE}/gres/${node}/nvidia${i}" c 1 3
+            if [[ "${CGROUPS}" == yes ]]; then
+                # The device cgroup allows a job its GPUs' devices: distinct NVIDIA-major
+                # devices (minor unique per cluster), never /dev/null's 1:3.
+                mknod -m 0666 "${BASE}/gres/${node}/nvidia${i}" c 195 "${n}"
+                n=$((n + 1))
+            else
+                mknod -m 0666 "${BASE}/gres/${node}/nvidia${i}" c 1 3
+            fi
         done
     done
 }
@@ -351,9 +394,18 @@ install_helpers() {
 }
 
 write_settings() {
-    printf 'nodes=%s\nmax_array_size=%s\ngpus=%s\nprefix=%s\naccounting=%s\n' "${NODES}" \
+    printf 'nodes=%s\nmax_array_size=%s\ngpus=%s\nprefix=%s\naccounting=%s\nnode_disks=%s\ncgroups=%s\nprivate_tmp=%s\n' "${NODES}" \
         "${MAX_ARRAY_SIZE}" "${GPU_MODE}" "$([[ -n "${SLURM_DEBS}" ]] && echo yes || echo no)" \
-        "${ACCOUNTING}" >"${SETTINGS_FILE}"
+        "${ACCOUNTING}" "$(node_disks_setting)" "${CGROUPS}" "${PRIVATE_TMP}" >"${SETTINGS_FILE}"
+}
+
+# node_disks_setting: shared, or pernode:PATH (read by prolog.sh, task_prolog.sh, epilog.sh).
+node_disks_setting() {
+    if [[ "${NODE_DISKS}" == pernode ]]; then
+        printf 'pernode:%s' "${NODE_DISK_PATH}"
+    else
+        printf 'shared'
+    fi
 }
 
 # --- real GPUs ----------------------------------------------------------------------
@@ -440,10 +492,56 @@ install_prefix() {
     fi
 }
 
+# tracking_conf: slurm.conf's process tracking and task plugins (cgroups or none).
+tracking_conf() {
+    if [[ "${CGROUPS}" == yes ]]; then
+        printf 'ProctrackType=proctrack/cgroup\nTaskPlugin=task/cgroup,task/affinity\n'
+    else
+        printf 'ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\n'
+    fi
+}
+
+# container_conf: PrologFlags, and with a private /tmp the job container plugin.
+container_conf() {
+    if [[ "${PRIVATE_TMP}" == yes ]]; then
+        printf 'PrologFlags=Alloc,Contain\nJobContainerType=job_container/tmpfs\n'
+    else
+        printf 'PrologFlags=Alloc\n'
+    fi
+}
+
+# write_job_container_conf: each node's base folder for its jobs' private /tmp.
+write_job_container_conf() {
+    [[ "${PRIVATE_TMP}" == yes ]] || return 0
+    local node
+    {
+        printf '# Generated by tests/cluster/local_cluster.sh - a private /tmp per job and node.\nAutoBasePath=true\n'
+        for node in $(node_names); do
+            printf 'NodeName=%s BasePath=%s/jobtmp/%s\n' "${node}" "${BASE}" "${node}"
+        done
+    } >"${ETC}/job_container.conf"
+}
+
 # With cgroup v2 and no systemd, slurmd 22.05 needs to be told not to ask systemd for
-# its scope (no dbus), and the folder it would have made.
+# its scope (no dbus), and the folder it would have made. With HPC_LOCAL_CGROUPS=yes the
+# constraints, on whichever cgroup version this machine mounts.
 write_cgroup_conf() {
-    [[ "$(stat -fc %T /sys/fs/cgroup 2>/dev/null)" == cgroup2fs && ! -d /run/systemd/system ]] || return 0
+    local v2=no
+    [[ "$(stat -fc %T /sys/fs/cgroup 2>/dev/null)" != cgroup2fs ]] || v2=yes
+    if [[ "${CGROUPS}" == yes ]]; then
+        {
+            printf '# Generated by tests/cluster/local_cluster.sh - cgroup enforcement.\n'
+            if [[ "${v2}" == yes ]]; then
+                printf 'CgroupPlugin=cgroup/v2\nIgnoreSystemd=yes\nIgnoreSystemdOnFailure=yes\n'
+            else
+                printf 'CgroupPlugin=cgroup/v1\n'
+            fi
+            printf 'ConstrainCores=yes\nConstrainRAMSpace=yes\nConstrainDevices=yes\n'
+        } >"${ETC}/cgroup.conf"
+        [[ "${v2}" == no ]] || mkdir -p /sys/fs/cgroup/system.slice || true
+        return 0
+    fi
+    [[ "${v2}" == yes && ! -d /run/systemd/system ]] || return 0
     printf '# Generated by tests/cluster/local_cluster.sh - cgroup v2 without systemd.\nCgroupPlugin=cgroup/v2\nIgnoreSystemd=yes\nIgnoreSystemdOnFailure=yes\n' >"${ETC}/cgroup.conf"
     mkdir -p /sys/fs/cgroup/system.slice || log "could not make /sys/fs/cgroup/system.slice; slurmd may fail to start"
 }
@@ -496,8 +594,7 @@ SlurmdLogFile=${LOGS}/slurmd-%n.log
 SlurmctldDebug=info
 SlurmdDebug=info
 SlurmdParameters=config_overrides
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
+$(tracking_conf)
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 MpiDefault=none
@@ -513,7 +610,7 @@ MaxJobCount=100000
 FirstJobId=$((PORT_OFFSET * 1000 + 1))
 MaxArraySize=${MAX_ARRAY_SIZE}
 ReturnToService=2
-PrologFlags=Alloc
+$(container_conf)
 Prolog=${ETC}/prolog.sh
 Epilog=${ETC}/epilog.sh
 TaskProlog=${ETC}/task_prolog.sh
@@ -691,9 +788,23 @@ start_slurmds() {
     local stepd=()
     # slurmd runs slurmstepd from its compiled-in path unless told: the prefix's one.
     [[ -z "${SLURM_DEBS}" ]] || stepd=(-d "${BIN}/slurmstepd")
+    if [[ "${NODE_DISKS}" == pernode ]]; then
+        log "each slurmd in its own mount namespace, its node's disk at ${NODE_DISK_PATH}"
+        mkdir -p -- "${NODE_DISK_PATH}"
+    fi
     for node in $(node_names); do
-        slurmd -f "${SLURM_CONF_FILE}" -N "${node}" "${stepd[@]}" ||
-            die "slurmd ${node} failed to start; see ${LOGS}/slurmd-${node}.log"
+        if [[ "${NODE_DISKS}" == pernode ]]; then
+            # Its steps, prolog and epilog inherit the namespace; stopping slurmd by pid
+            # ends it, and nothing stays mounted on the host.
+            # shellcheck disable=SC2016 # expanded by sh
+            unshare -m --propagation slave sh -c 'mount --bind "$1" "$2" && shift 2 && exec "$@"' sh \
+                "${BASE}/localscratch/${node}" "${NODE_DISK_PATH}" \
+                "$(command -v slurmd)" -f "${SLURM_CONF_FILE}" -N "${node}" "${stepd[@]}" ||
+                die "slurmd ${node} failed to start in its mount namespace; see ${LOGS}/slurmd-${node}.log"
+        else
+            slurmd -f "${SLURM_CONF_FILE}" -N "${node}" "${stepd[@]}" ||
+                die "slurmd ${node} failed to start; see ${LOGS}/slurmd-${node}.log"
+        fi
     done
 }
 
@@ -822,6 +933,9 @@ cmd_start() {
             "$(read_setting max_array_size)" == "${MAX_ARRAY_SIZE}" &&
             "$(read_setting gpus)" == "${GPU_MODE}" &&
             "$(read_setting accounting)" == "${want_accounting}" &&
+            "$(read_setting node_disks)" == "$(node_disks_setting)" &&
+            "$(read_setting cgroups)" == "${CGROUPS}" &&
+            "$(read_setting private_tmp)" == "${PRIVATE_TMP}" &&
             "$(read_setting prefix)" == "$([[ -n "${SLURM_DEBS}" ]] && echo yes || echo no)" ]]; then
             log "already running (${NODES} nodes) in ${BASE}"
             print_env
@@ -838,6 +952,9 @@ cmd_start() {
     NODES="${REQUESTED_NODES}"
     ACCOUNTING="${want_accounting}"
     check_ports_free
+    if [[ "${PRIVATE_TMP}" == yes && ( "${BASE}" == /tmp || "${BASE}" == /tmp/* ) ]]; then
+        die "HPC_LOCAL_PRIVATE_TMP=yes hides /tmp from the jobs, and Slurm's own files with it: put HPC_LOCAL_CLUSTER_DIR outside /tmp (e.g. /var/tmp/hpc_local_cluster)"
+    fi
     [[ "${GPU_MODE}" != real ]] || detect_real_gpus
     wipe_folder
     make_folders
@@ -849,6 +966,7 @@ cmd_start() {
     write_slurm_conf
     write_gres_conf
     write_cgroup_conf
+    write_job_container_conf
     start_munge
     if [[ "${ACCOUNTING}" != none ]]; then
         start_mariadb

@@ -12,7 +12,16 @@ if [[ "${SLURM_JOB_PARTITION:-}" != "tmpdir" && "${SLURM_JOB_PARTITION:-}" != "t
     exit 0
 fi
 
-dir="${base}/localscratch/${SLURMD_NODENAME:?}/job_${SLURM_JOB_ID:?}"
+: "${SLURMD_NODENAME:?}" "${SLURM_JOB_ID:?}"
+# The job's folder on this node: CLUSTER_DIR/localscratch/NODE/job_ID, or with per-node
+# disks (cluster.settings node_disks=pernode:PATH; this slurmd's own disk is at PATH)
+# PATH/job_ID.
+disks="$(sed -n 's/^node_disks=//p' "${base}/cluster.settings" 2>/dev/null || true)"
+if [[ "${disks}" == pernode:* ]]; then
+    dir="${disks#pernode:}/job_${SLURM_JOB_ID:-}"
+else
+    dir="${base}/localscratch/${SLURMD_NODENAME:-}/job_${SLURM_JOB_ID:-}"
+fi
 mkdir -p -- "${dir}"
 chown -- "${SLURM_JOB_UID:?}:${SLURM_JOB_GID:-$(id -g -- "${SLURM_JOB_UID}")}" "${dir}"
 chmod 0700 -- "${dir}"

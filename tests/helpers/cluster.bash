@@ -1,6 +1,16 @@
 # shellcheck shell=bash
 # Helpers for integration tests on the real local Slurm cluster (tests/cluster/).
 # A test that needs the cluster fails loudly when it is not running; it never skips.
+#
+# The researcher is a normal user (HPC_TEST_USER, hpcalice; tests/helpers/users.bash):
+# integration_setup moves the test's folder (BATS_TEST_TMPDIR, and with it HOME, SCRATCH
+# and the project) out of bats' root-only /tmp folder into one that user owns, under
+# HPC_TEST_RUN_DIR (tests/integration/setup_suite.bash; outside /tmp, which a private /tmp
+# per job would hide). There, the Slurm clients a researcher runs (sbatch, srun, salloc,
+# scancel, scontrol, squeue, sacct), git and `hpc` are functions that run the real command as
+# that user, as does `submitter`: a test written through them submits, follows, cancels and
+# cleans up as the user. Only what must be root (playing an admin, or the other user with
+# as_other) says so: `as_admin CMD...`.
 
 load ../helpers/common
 
@@ -47,15 +57,70 @@ cluster_env() {
   }
 }
 
-# integration_setup: hermetic env with the real Slurm commands and a project that has
-# a (small, pip-less) venv, so the job's python is the venv's.
+# user_folders: the test's folder becomes one the test user owns (mode 700) under
+# HPC_TEST_RUN_DIR, with HOME and SCRATCH in it; researcher (common.bash) then runs as the
+# user. The bats folder of the test is left for bats.
+user_folders() {
+  [[ -n ${HPC_TEST_RUN_DIR:-} && -d ${HPC_TEST_RUN_DIR:-} ]] || {
+    echo "HPC_TEST_RUN_DIR is not set: run the integration tests with bats from tests/integration (its setup_suite.bash makes it)" >&2
+    return 1
+  }
+  ensure_test_users
+  local dir=$HPC_TEST_RUN_DIR/${BATS_SUITE_TEST_NUMBER:-0}.${BATS_TEST_NAME:0:40}
+  rm -rf -- "$dir"
+  mkdir -p -- "$dir"
+  chown "$HPC_TEST_USER:" "$dir"
+  chmod 0700 "$dir"
+  BATS_TEST_TMPDIR=$dir
+  export HOME=$dir/home SCRATCH=$dir/scratch TEST_AS_USER=$HPC_TEST_USER
+  mkdir -p "$HOME" "$SCRATCH"
+  hand_over
+}
+
+# integration_setup: hermetic env (as the test user) with the real Slurm commands and a
+# project that has a (small, pip-less) venv, so the job's python is the venv's.
 integration_setup() {
   hermetic_env
+  user_folders
   cluster_env
   # Shared scratch must be visible from the nodes: on this machine every path is.
   make_project "${1:-proj}"
-  python3 -m venv --without-pip "$PROJECT/.venv"
   cp "$REPO_ROOT/tests/helpers/argv_dump.py" "$PROJECT/argv_dump.py"
+  researcher "$TEST_VENV/bin/python3" -m venv --without-pip "$PROJECT/.venv"
+}
+
+# project_venv: the project's .venv is the test venv (torch, lightning, wandb, ...).
+project_venv() {
+  rm -rf -- "$PROJECT/.venv"
+  ln -s -- "$TEST_VENV" "$PROJECT/.venv"
+}
+
+# The Slurm clients and the hpc command as the researcher (see the header). `command X`
+# or as_admin runs the real one as root.
+sbatch() { researcher sbatch "$@"; }
+srun() { researcher srun "$@"; }
+salloc() { researcher salloc "$@"; }
+scancel() { researcher scancel "$@"; }
+scontrol() { researcher scontrol "$@"; }
+squeue() { researcher squeue "$@"; }
+sacct() { researcher sacct "$@"; }
+# The researcher's git, in the researcher's project (root's git refuses a repository
+# another user owns: "dubious ownership").
+git() { researcher git "$@"; }
+
+# hpc ARGS...: the `hpc` command, run in the project with the project's own copy of
+# hpc_toolkit (python/, from this tree) first on the path, as the researcher.
+hpc() {
+  (cd "$PROJECT" && researcher "$TEST_VENV/bin/python3" -c \
+    'import sys; sys.path.insert(0, sys.argv.pop(1)); sys.argv[0] = "hpc"; from hpc_toolkit.cli import app; app()' \
+    "$PROJECT/python" "$@")
+}
+
+# as_admin CMD ARGS...: CMD as root (an admin's scontrol, or a test's own look).
+as_admin() {
+  local cmd=$1
+  shift
+  command "$cmd" "$@"
 }
 
 # submitted_ids: the job ids the last submission printed ($output), in order.

@@ -4,6 +4,31 @@ bats_require_minimum_version 1.5.0
 
 REPO_ROOT=$(cd -- "${BATS_TEST_DIRNAME}/../.." && pwd -P)
 export REPO_ROOT
+# The test venv (torch CPU, lightning, wandb, hpc_toolkit): made by
+# tests/setup/install_deps.sh from /usr/bin/python3 at a path every user can read.
+TEST_VENV=${HPC_TEST_VENV:-/opt/hpc_files/test-venv}
+
+load ../helpers/users
+
+# researcher CMD...: CMD as the researcher the test plays: in integration tests the normal
+# user HPC_TEST_USER (integration_setup sets TEST_AS_USER), elsewhere the caller. What root
+# made under the test's folder is handed to that user first (hand_over).
+researcher() {
+  if [[ -n ${TEST_AS_USER:-} ]]; then
+    hand_over
+    as_user "$@"
+  else
+    command "$@"
+  fi
+}
+
+# hand_over: every file root made under the test's folder (the test's own writes:
+# configurations, scripts, data) becomes the test user's, as if that user had written it.
+# Files of other users (HPC_OTHER_USER's) keep their owner.
+hand_over() {
+  [[ -n ${TEST_AS_USER:-} ]] || return 0
+  find "$BATS_TEST_TMPDIR" -xdev -uid 0 -exec chown -h "$HPC_TEST_USER:" {} + 2>/dev/null || true
+}
 
 # hermetic_env: HOME, SCRATCH and PATH of the test's own; no Slurm or HPC_* variables
 # leak in from the machine running the tests.
@@ -11,7 +36,7 @@ hermetic_env() {
   local v
   for v in $(compgen -e); do
     case $v in
-      SLURM_CONF | HPC_LOCAL_CLUSTER_DIR) ;;
+      SLURM_CONF | HPC_LOCAL_CLUSTER_DIR | HPC_TEST_RUN_DIR) ;;
       SLURM_* | HPC_* | SBATCH_* | SRUN_*) unset "$v" ;;
     esac
   done
@@ -89,9 +114,10 @@ make_project() {
   fi
 }
 
-# submitter ARGS...: run the project's job_submitter.sh from inside the project.
+# submitter ARGS...: run the project's job_submitter.sh from inside the project, as the
+# researcher (the normal user in integration tests).
 submitter() {
-  (cd "$PROJECT" && bash hpc_files/job_submitter.sh "$@")
+  (cd "$PROJECT" && researcher bash hpc_files/job_submitter.sh "$@")
 }
 
 # sbatch_calls: how many times the stub was called.

@@ -6,6 +6,8 @@
 
 HPC_TEST_USER=${HPC_TEST_USER:-hpcalice}
 HPC_OTHER_USER=${HPC_OTHER_USER:-hpcbob}
+# runuser by path: a test may narrow PATH to one without /usr/sbin (no_sbatch_on_path).
+HPC_RUNUSER=$(PATH=/usr/sbin:/sbin:/usr/bin:/bin command -v runuser) || HPC_RUNUSER=runuser
 
 # ensure_test_users: both users exist, each with a home it owns (created once; a lock keeps
 # suites run side by side from racing useradd).
@@ -21,13 +23,28 @@ ensure_test_users() {
   done
 }
 
-# as_user CMD...: run CMD as the test user (a login-less shell: the caller's environment
-# minus what only root has, HOME set to the user's home).
-as_user() {
-  runuser -u "$HPC_TEST_USER" -- "$@"
+# user_path: the caller's PATH less the folders under /root (mode 700: pyenv's shims would
+# shadow /usr/bin/python3 with an interpreter no other user may run).
+user_path() {
+  local dir out=""
+  local IFS=:
+  for dir in $PATH; do
+    [[ $dir == /root || $dir == /root/* ]] || out+=${out:+:}$dir
+  done
+  printf '%s' "$out"
 }
 
-# as_other CMD...: run CMD as the second user.
+# as_user CMD...: run CMD as the test user in the caller's environment (the test's
+# hermetic SCRATCH, SLURM_CONF, PATH less /root's folders). HOME stays the caller's when
+# the user owns it (an integration test's hermetic home), else it is the user's own.
+as_user() {
+  local home=$HOME
+  [[ $(stat -c %U -- "$home" 2>/dev/null) == "$HPC_TEST_USER" ]] ||
+    home=$(getent passwd "$HPC_TEST_USER" | cut -d: -f6)
+  "$HPC_RUNUSER" -u "$HPC_TEST_USER" -- env HOME="$home" PATH="$(user_path)" "$@"
+}
+
+# as_other CMD...: run CMD as the second user (its own HOME).
 as_other() {
-  runuser -u "$HPC_OTHER_USER" -- "$@"
+  "$HPC_RUNUSER" -u "$HPC_OTHER_USER" -- env PATH="$(user_path)" "$@"
 }

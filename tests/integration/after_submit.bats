@@ -10,9 +10,6 @@ setup() {
   integration_setup proj
 }
 
-hpc() {
-  (cd "$PROJECT" && "$REPO_ROOT/.venv/bin/hpc" "$@")
-}
 
 @test "status: per task state, exit code, elapsed, node and log of a split array, from sacct" {
   printf '%s\n' 'echo t0' 'echo t1' 'echo broken >&2; exit 4' 'echo t3' 'echo t4' \

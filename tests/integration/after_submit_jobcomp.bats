@@ -23,9 +23,6 @@ setup() {
   [[ $output == *"accounting storage is disabled"* ]]
 }
 
-hpc() {
-  (cd "$PROJECT" && "$REPO_ROOT/.venv/bin/hpc" "$@")
-}
 
 # wait_gone ID...: until squeue lists none of the jobs as pending or running.
 wait_gone() {

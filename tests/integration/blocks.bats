@@ -11,10 +11,6 @@ setup() {
   integration_setup proj
 }
 
-# hpc ARGS...: the hpc command of the test venv (on PATH: tests/run_tests.sh), in the project.
-hpc() {
-  (cd "$PROJECT" && command hpc "$@")
-}
 
 # field FILE EXPR: a value from a JSON file written by argv_dump.py (python expression on d).
 field() {

@@ -13,7 +13,9 @@ SCHEDULE=hpc_cleanup_every.notmpdir
 
 setup() {
   hermetic_env
+  user_folders # the cleanup is the researcher's: as the normal user
   cluster_env
+  make_project proj # the toolkit's copy the researcher runs (plai_cleanups/, profiles)
   LAB=$BATS_TEST_TMPDIR/lab
   mkdir -p "$LAB"
   local n
@@ -21,7 +23,7 @@ setup() {
     mkdir -m 1777 "$LAB/node$n"
   done
   PROFILE=$BATS_TEST_TMPDIR/lab.conf
-  printf 'source %q\nHPC_LOCAL_SCRATCH=%q\n' "$REPO_ROOT/hpc_files/clusters/local-lab.conf" \
+  printf 'source %q\nHPC_LOCAL_SCRATCH=%q\n' "$PROJECT/hpc_files/clusters/local-lab.conf" \
     "$LAB/%n" >"$PROFILE"
   LOG=$SCRATCH/hpc_outputs/cleanup/notmpdir.log
   SLEEPERS=() REAL_LEFTOVERS=()
@@ -29,14 +31,14 @@ setup() {
 
 teardown() {
   ((${#SLEEPERS[@]} == 0)) || scancel "${SLEEPERS[@]}" || true
-  scancel --user="$(id -un)" --name="$SCHEDULE" || true
+  scancel --user="$HPC_TEST_USER" --name="$SCHEDULE" || true
   ((${#REAL_LEFTOVERS[@]} == 0)) || rm -rf -- "${REAL_LEFTOVERS[@]}"
 }
 
 # cleanup_now ARGS...: submit_cleanup.sh with the test profile; waits for every node job
 # it submitted (NODE_JOBS) to finish. Fails when it fails.
 cleanup_now() {
-  run --separate-stderr bash "$REPO_ROOT/plai_cleanups/submit_cleanup.sh" --cluster "$PROFILE" "$@"
+  run --separate-stderr researcher bash "$PROJECT/plai_cleanups/submit_cleanup.sh" --cluster "$PROFILE" "$@"
   if [ "$status" -ne 0 ]; then
     echo "submit_cleanup.sh failed ($status): $stderr" >&2
     return 1
@@ -97,7 +99,7 @@ folders_are() {
 
 # schedule_lines: "ID|STATE|REASON|BEGIN" of each scheduled run of this user.
 schedule_lines() {
-  squeue -h -u "$(id -un)" -n "$SCHEDULE" -o '%A|%T|%r|%S'
+  squeue -h -u "$HPC_TEST_USER" -n "$SCHEDULE" -o '%A|%T|%r|%S'
 }
 
 # begins_in LINE SECONDS: the schedule line's begin time is SECONDS from now (+-2 min).
@@ -121,7 +123,7 @@ begins_in() {
     grep -qxF "node$n: removed 2 leftover folders, ${bytes[n]} bytes freed" "$LOG"
     grep -qF "  removed $LAB/node$n/hpc_job_399999990$n (" "$LOG"
   done
-  [ "$(grep -c '^== .* (job [0-9]*, user root): ' "$LOG")" -eq 4 ]
+  [ "$(grep -c "^== .* (job [0-9]*, user $HPC_TEST_USER): " "$LOG")" -eq 4 ]
 }
 
 @test "folders of running jobs stay (a job, array tasks, an array's waiting last task); they go once the jobs end" {
@@ -175,6 +177,7 @@ begins_in() {
     leftover node4 "$name" 1
   done
   local before
+  hand_over # what the test made is the researcher's from here (as cleanup_now does)
   before=$(find "$LAB/node4" "$outside" -printf '%p %U %s\n' | sort)
 
   cleanup_now
@@ -194,10 +197,11 @@ begins_in() {
     mkdir "$real/node$n/hpc_job_$id"
     REAL_LEFTOVERS+=("$real/node$n/hpc_job_$id")
     echo data >"$real/node$n/hpc_job_$id/file"
+    chown -R "$HPC_TEST_USER:" "$real/node$n/hpc_job_$id" # the researcher's own leftovers
   done
-  run --separate-stderr bash "$REPO_ROOT/plai_cleanups/submit_cleanup.sh" --cluster local-lab --dry-run
+  run --separate-stderr researcher bash "$PROJECT/plai_cleanups/submit_cleanup.sh" --cluster local-lab --dry-run
   [ "$status" -eq 0 ]
-  [[ ${lines[0]} == "Dry-run cleanup (nothing is removed) of root on 4 nodes of partition notmpdir:" ]]
+  [[ ${lines[0]} == "Dry-run cleanup (nothing is removed) of $HPC_TEST_USER on 4 nodes of partition notmpdir:" ]]
   wait_node_jobs "$output"
   for n in 1 2 3 4; do
     [ "$(cat "$real/node$n/hpc_job_$id/file")" = data ]
@@ -215,7 +219,7 @@ begins_in() {
   begins_in "${lines_now[0]}" 86400
   first=${lines_now[0]%%|*}
 
-  run --separate-stderr bash "$REPO_ROOT/plai_cleanups/submit_cleanup.sh" --cluster "$PROFILE" --every 1d
+  run --separate-stderr researcher bash "$PROJECT/plai_cleanups/submit_cleanup.sh" --cluster "$PROFILE" --every 1d
   [ "$status" -eq 1 ]
   [[ $stderr == *"already scheduled (job $first): nothing submitted"* ]]
   [ "$(schedule_lines)" = "${lines_now[0]}" ]

@@ -8,7 +8,7 @@
 load ../helpers/cluster
 
 # The venv with torch (read before hermetic_env unsets HPC_*).
-TORCH_VENV=${HPC_TEST_VENV:-$REPO_ROOT/.venv}
+TORCH_VENV=$TEST_VENV
 
 setup() {
   integration_setup proj
@@ -29,7 +29,7 @@ json() {
   printf '%s\n' 'python examples/ddp_allreduce.py --tag loc' >"$PROJECT/experiment_configurations.txt"
   local slurm_path=$PATH
   no_sbatch_on_path
-  ! command -v sbatch || false
+  ! type -P sbatch || false # (sbatch the function, cluster.bash, runs the user's: none)
   run --separate-stderr submitter --local -d torchrun --procs-per-node 2 --exp-name loc
   echo "$output"
   echo "$stderr"
@@ -105,7 +105,7 @@ PY
 in_session() {
   local cmd
   printf -v cmd '%q ' bash hpc_files/job_submitter.sh --interactive "$@"
-  run bash -c 'cd "$1" && exec timeout 180 script -qec "$2" /dev/null' _ "$PROJECT" "$cmd"
+  run researcher bash -c 'cd "$1" && exec timeout 180 script -qec "$2" /dev/null' _ "$PROJECT" "$cmd"
 }
 
 # wait_queue_empty: every job of this test's user has left squeue (the allocation is
@@ -113,7 +113,7 @@ in_session() {
 wait_queue_empty() {
   local i
   for ((i = 0; i < 120; i++)); do
-    [[ -z $(squeue -h -u "$(id -un)" -n "$1" -o %i) ]] && return 0
+    [[ -z $(squeue -h -u "$HPC_TEST_USER" -n "$1" -o %i) ]] && return 0
     sleep 1
   done
   squeue

@@ -148,7 +148,7 @@ CONF
   submit --exp-name stat --time 5
   wait_job "$JOB_ID"
   # shellcheck disable=SC2016 # expanded by the inner bash
-  run --separate-stderr bash -c 'cd "$1" && "$2" status' _ "$PROJECT" "$REPO_ROOT/.venv/bin/hpc"
+  run --separate-stderr bash -c 'cd "$1" && "$2" status' _ "$PROJECT" hpc
   [ "$status" -eq 0 ]
   echo "$output"
   [[ $output == *"== stat  jobs $JOB_ID  2 task(s)"*"COMPLETED 1, FAILED 1"* ]]

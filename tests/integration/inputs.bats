@@ -14,7 +14,7 @@ setup() {
   export SCRATCH="$BATS_TEST_TMPDIR/scr %j 100%"
   mkdir -p "$SCRATCH"
   make_project 'p%x'
-  python3 -m venv --without-pip "$PROJECT/.venv"
+  "$TEST_VENV/bin/python3" -m venv --without-pip "$PROJECT/.venv"
   printf 'echo logged-here\n' >"$PROJECT/experiment_configurations.txt"
   submit --exp-name pct --time 5
   [[ $output == *"log:    $SCRATCH/p%x/hpc_outputs/pct-$JOB_ID.out"* ]]
@@ -29,7 +29,7 @@ setup() {
   local fresh=$BATS_TEST_TMPDIR/fresh_project
   mkdir -p "$fresh"
   bash "$REPO_ROOT/hpc_files/install_into_project.sh" "$fresh" >/dev/null
-  python3 -m venv --without-pip "$fresh/.venv"
+  "$TEST_VENV/bin/python3" -m venv --without-pip "$fresh/.venv"
   PROJECT=$fresh
   submit --time 5
   wait_job "$JOB_ID"

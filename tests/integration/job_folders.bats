@@ -123,7 +123,7 @@ plant_foreign() {
   log=$(job_log "$JOB_ID" lab)
   cat "$log"
   [ "$(job_state "$JOB_ID")" = FAILED ]
-  grep -q "the local scratch folder /local/scratch/$(id -un) does not exist (or is not a folder) on this node (HPC_LOCAL_SCRATCH='/local/scratch/%u' in the cluster profile)" "$log"
+  grep -q "the local scratch folder /local/scratch/$HPC_TEST_USER does not exist (or is not a folder) on this node (HPC_LOCAL_SCRATCH='/local/scratch/%u' in the cluster profile)" "$log"
   ! grep -qx 'the program started' "$log" || false
   [ ! -e /local/scratch ]
 }

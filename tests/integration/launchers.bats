@@ -6,9 +6,8 @@ load ../helpers/cluster
 
 setup() {
   integration_setup proj
-  rm -rf "$PROJECT/.venv"
   # The launcher tests need torch, lightning and dask: the test venv has them.
-  ln -s "$REPO_ROOT/.venv" "$PROJECT/.venv"
+  project_venv
 }
 
 # json FILE EXPR: a value from a JSON file (python expression on d).

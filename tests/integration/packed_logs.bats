@@ -20,9 +20,6 @@ setup() {
   done
 }
 
-hpc() {
-  (cd "$PROJECT" && "$REPO_ROOT/.venv/bin/hpc" "$@")
-}
 
 @test "hpc logs of a packed submission: each job's log, then its lines' own logs; --line I; -f follows a line; --failed shows the failed line" {
   submit -e pl --time 5 --pack 2 --cpus 2

@@ -6,8 +6,7 @@ load ../helpers/cluster
 
 setup() {
   integration_setup proj
-  rm -rf "$PROJECT/.venv"
-  ln -s "$REPO_ROOT/.venv" "$PROJECT/.venv" # torch, lightning and hpc_toolkit
+  project_venv # torch, lightning and hpc_toolkit
 }
 
 # wait_for_line FILE PATTERN [TIMEOUT_S]: until FILE has a line matching PATTERN.

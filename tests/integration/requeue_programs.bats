@@ -270,7 +270,7 @@ preempt_when_ready() {
   [ "$(tail -1 <<<"$states")" = 'FAILED|124:0' ]
   # 22.05: that one attempt. 24.11 starts the job once more for the preemption's own
   # requeue request (recording the first as PREEMPTED); that attempt runs nothing and ends
-  # with the first one's exit code (README: Slurm versions).
+  # with the first one's exit code (docs/cluster-admins.md: Slurm versions).
   if [[ $(sbatch --version) == "slurm 22."* ]]; then
     [ "$states" = 'FAILED|124:0' ]
   else
@@ -280,7 +280,7 @@ preempt_when_ready() {
 }
 
 @test "an unchanged Lightning DDP script, 2 nodes x 2 processes: warned, checkpoints on every rank, requeued, resumes" {
-  rm -rf "$PROJECT/.venv" && ln -s "${HPC_TEST_VENV:-$REPO_ROOT/.venv}" "$PROJECT/.venv" # torch, lightning
+  project_venv # torch, lightning
   printf 'python lightning_unchanged.py --num_nodes 2 --devices 2 --max-steps 80 --out outputs/lu\n' >"$PROJECT/experiment_configurations.txt"
   submit --exp-name lu --which-distributed lightning --num-nodes 2 --procs-per-node 2 --time 10
   [[ $stderr == *"note: Lightning's built-in SLURM auto-requeue can hang in DDP (4 processes)"* ]]

@@ -19,9 +19,6 @@ setup() {
     'echo "line $1 task $HPC_TASK_INDEX"; test -e "$SCRATCH/fixed.$1"' >"$PROJECT/line.sh"
 }
 
-hpc() {
-  (cd "$PROJECT" && "$REPO_ROOT/.venv/bin/hpc" "$@")
-}
 
 @test "two failures of six: exactly those two lines again, with their indices, logs and results folders" {
   failing_lines 5 1 3
@@ -158,8 +155,7 @@ hpc() {
 }
 
 @test "an offline sweep: the failed point runs again with the same values" {
-  rm -rf "$PROJECT/.venv"
-  ln -s "$REPO_ROOT/.venv" "$PROJECT/.venv" # wandb, PyYAML
+  project_venv # wandb, PyYAML
   cat >"$PROJECT/grid.yml" <<'EOF'
 method: grid
 parameters:

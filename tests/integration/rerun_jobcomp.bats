@@ -51,7 +51,7 @@ wait_gone() {
   wait_gone "$JOB_ID"
   [ "$(cat "$SCRATCH/ran")" = "$(printf 'task 1\ntask 1\n')" ]
   # The completion log has the rerun task's end: completed.
-  run --separate-stderr "$REPO_ROOT/.venv/bin/hpc" status "$JOB_ID" --scratch-dir "$SCRATCH/proj"
+  run --separate-stderr hpc status "$JOB_ID" --scratch-dir "$SCRATCH/proj"
   echo "$output"
   [ "$(awk -v j="${JOB_ID}_1" '$2 == j { print $1, $3 }' <<<"$output")" = "1 COMPLETED" ]
 }

@@ -104,7 +104,7 @@ staged_everywhere() {
   for r in 0 1; do
     node=$(field lab "$r" node)
     [ "$(field lab "$r" tmp)" = "$LAB/$node/hpc_job_${JOB_ID}_$node" ]
-    [ "$(field lab "$r" stat)" = "700 $(id -u)" ]
+    [ "$(field lab "$r" stat)" = "700 $(id -u "$HPC_TEST_USER")" ]
     [ ! -e "$LAB/$node/hpc_job_${JOB_ID}_$node" ]
   done
   grep -q "removed the job's folder on 2 node(s)" "$(job_log "$JOB_ID" lab)"
@@ -212,9 +212,9 @@ staged_everywhere() {
   chmod +x "$BATS_TEST_TMPDIR/slow/zstd"
   export PATH=$BATS_TEST_TMPDIR/slow:$PATH
   local out=$BATS_TEST_TMPDIR
-  (cd "$PROJECT" && bash hpc_files/job_submitter.sh --cluster local-lab -e ca --data datasets "./-odd labels.csv" >"$out/a" 2>&1) &
+  (cd "$PROJECT" && researcher bash hpc_files/job_submitter.sh --cluster local-lab -e ca --data datasets "./-odd labels.csv" >"$out/a" 2>&1) &
   local pa=$!
-  (cd "$PROJECT" && bash hpc_files/job_submitter.sh --cluster local -e cb --data datasets "./-odd labels.csv" >"$out/b" 2>&1) &
+  (cd "$PROJECT" && researcher bash hpc_files/job_submitter.sh --cluster local -e cb --data datasets "./-odd labels.csv" >"$out/b" 2>&1) &
   local pb=$!
   wait "$pa"
   wait "$pb"

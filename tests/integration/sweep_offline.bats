@@ -6,9 +6,8 @@ load ../helpers/cluster
 
 setup() {
   integration_setup proj
-  rm -rf "$PROJECT/.venv"
-  ln -s "$REPO_ROOT/.venv" "$PROJECT/.venv" # wandb, wandb[sweeps], PyYAML
-  PY=$REPO_ROOT/.venv/bin/python
+  project_venv # wandb, wandb[sweeps], PyYAML
+  PY=$TEST_VENV/bin/python
 }
 
 # sweep_id: the id job_submitter.sh printed (from $output of the last `submit`).
@@ -62,7 +61,7 @@ for point, tries in sorted(attempts(Ledger(folder).events()).items()):
   done
   [ "$(cut -d' ' -f2 <<<"$output" | sort -u | wc -l)" -eq 6 ]
   # What the researcher sees.
-  run --separate-stderr "$REPO_ROOT/.venv/bin/hpc" sweep status "$id" --scratch-dir "$SCRATCH/proj"
+  run --separate-stderr hpc sweep status "$id" --scratch-dir "$SCRATCH/proj"
   [ "$status" -eq 0 ]
   [[ $output == *"6 finished"* ]]
   [[ ${lines[1]} == "POINT  STATE     LOSS"* ]]
@@ -83,7 +82,7 @@ EOF
   mkdir -p "$BATS_TEST_TMPDIR/bin"
   printf '#!/bin/sh\necho "$*" >>"%s/wandb.calls"\n' "$BATS_TEST_TMPDIR" >"$BATS_TEST_TMPDIR/bin/wandb"
   chmod +x "$BATS_TEST_TMPDIR/bin/wandb"
-  PATH=$BATS_TEST_TMPDIR/bin:$PATH run --separate-stderr "$REPO_ROOT/.venv/bin/hpc" sweep sync \
+  PATH=$BATS_TEST_TMPDIR/bin:$PATH run --separate-stderr hpc sweep sync \
     "$SCRATCH/proj/sweeps/$id"
   [ "$status" -eq 0 ]
   local dirs
@@ -117,7 +116,7 @@ EOF
   wait_job "$first" 240
   [ "$(job_states "$first" | grep -c '|COMPLETED|')" -eq 2 ]
   [ "$(job_states "$first" | awk -F'|' '$1 ~ /_1$/ { print $2 }')" = FAILED ]
-  run --separate-stderr "$REPO_ROOT/.venv/bin/hpc" sweep status "$id" --scratch-dir "$SCRATCH/proj"
+  run --separate-stderr hpc sweep status "$id" --scratch-dir "$SCRATCH/proj"
   [[ $output == *"to run points 1 again: bash hpc_files/job_submitter.sh --resume-sweep $id"* ]]
 
   submit --resume-sweep "$id" --time 10

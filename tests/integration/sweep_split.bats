@@ -18,8 +18,7 @@ teardown_file() {
 
 setup() {
   integration_setup proj
-  rm -rf "$PROJECT/.venv"
-  ln -s "$REPO_ROOT/.venv" "$PROJECT/.venv"
+  project_venv
   [[ $(scontrol show config) == *"MaxArraySize            = 1001"* ]]
 }
 
@@ -32,7 +31,7 @@ parameters:
   c: {distribution: q_uniform, min: 0, max: 10, q: 1}
 command: ["${env}", "true", "${args}"]
 EOF
-  run --separate-stderr "$REPO_ROOT/.venv/bin/hpc" sweep count "$PROJECT/big.yml"
+  run --separate-stderr hpc sweep count "$PROJECT/big.yml"
   [ "$output" = 2500 ]
   submit --sweep big.yml -e big --time 10
   echo "$output"
@@ -49,7 +48,7 @@ EOF
   wait_job "${ids[2]}" 1200 498
   [ "$(for id in "${ids[@]}"; do job_states "$id"; done | grep -c '|COMPLETED|0:0$')" -eq 2500 ]
   # Every point once, with the values W&B's grid search gives that point.
-  PYTHONPATH=$REPO_ROOT/python "$REPO_ROOT/.venv/bin/python" -W ignore -c '
+  PYTHONPATH=$REPO_ROOT/python "$TEST_VENV/bin/python" -W ignore -c '
 import sys, warnings
 from pathlib import Path
 import sweeps

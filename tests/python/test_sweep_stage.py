@@ -192,6 +192,34 @@ def test_hostile_job_labels_in_the_ledger_never_reach_squeue(
     assert capsys.readouterr().out == "grid\t2\texp\tabcd1234\t\n"
 
 
+def test_resume_counts_queued_points_as_taken(
+    tmp_path: Path, stub: Stub, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Jobs 20 (points 0-5 as indices 0-5) and 21 (a resume: index 0 is point 4); points 1
+    # and 3 never started and still wait in job 20; point 4 waits in job 21.
+    folder = make(tmp_path, 6)
+    (folder / "jobs.tsv").write_text("20\t0\n21\t4\nbad line\n22\tx\n")
+    log(folder, 0, "r0", "20_0", "finished")
+    log(folder, 2, "r2", "20_2", "failed")
+    stub("squeue", stdout="20_1\n20_3\n21_0\n")
+    assert main(["resume", str(folder)]) == 0
+    assert capsys.readouterr().out == "grid\t6\texp\tabcd1234\t2 5\n"
+    args = (tmp_path / "bin" / "squeue.args").read_text().split("\n")
+    assert args[-2] == "20,21" or "20,21" in args
+
+
+def test_resume_refuses_when_the_queue_cannot_be_read(
+    tmp_path: Path, stub: Stub, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = make(tmp_path, 2)
+    (folder / "jobs.tsv").write_text("20\t0\n")
+    stub("squeue", stderr="slurm_load_jobs error: Unable to contact slurm controller", rc=1)
+    assert main(["resume", str(folder)]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "still queued" in captured.err
+
+
 NANO = (
     "program: train.py\nmethod: grid\n"
     'command: ["${env}", "python", "${program}", "${args}"]\n'

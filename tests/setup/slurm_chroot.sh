@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Summary: a second Slurm version for the tests: a Debian root with that version's Slurm
-# (24.11 from Debian 13), a local cluster started inside it, and commands run there.
+# Summary: another Slurm version for the tests: a Debian root with that version's Slurm
+# (24.11 from Debian 13, 26.05 from Debian sid), a local cluster started inside it, and
+# commands run there.
 #
 # Usage: bash tests/setup/slurm_chroot.sh build|start|run|status|stop VERSION [-- COMMAND...]
 #
@@ -11,7 +12,11 @@
 #   status  print the mounts and the cluster's state; exit 0 if it runs, 1 if not
 #   stop    stop the cluster (by pid), end the root's leftover processes (by pid), unmount
 #
-# Versions: 24.11 (Debian 13 "trixie", slurm-wlm 24.11.x).
+# Versions: 24.11 (Debian 13 "trixie", slurm-wlm 24.11.x), 26.05 (Debian sid, slurm-wlm
+# 26.05.x; sid's Release file on the mirror may be past its Valid-Until date, so apt in
+# that root does not check it).
+# The tests' normal users (tests/helpers/users.bash) are copied into the root's passwd and
+# group with the host's uids, and their homes made.
 # Only Slurm, munge, MariaDB and shell tools come from the root; Python and the test venv
 # are the host's, bind-mounted at the same paths (Debian 13's Python 3.13 cannot install
 # the test requirements without a compiler). This repository is bind-mounted at its own
@@ -30,7 +35,7 @@ set -euo pipefail
 
 PROG=slurm_chroot.sh
 REPO=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/../.." && pwd -P)
-INCLUDE=slurm-wlm,slurmdbd,slurm-client,munge,mariadb-server,bats,shellcheck,bubblewrap,pigz,rsync,parallel,zstd,procps,psmisc,git,ca-certificates,util-linux,iproute2,curl
+INCLUDE=slurm-wlm,slurmdbd,slurm-client,munge,mariadb-server,bats,shellcheck,bubblewrap,pigz,rsync,parallel,zstd,procps,psmisc,git,ca-certificates,util-linux,mount,bsdutils,iproute2,curl,libsqlite3-0
 
 die() {
   printf '%s: %s\n' "$PROG" "$*" >&2
@@ -46,7 +51,8 @@ usage() {
 suite_for() {
   case $1 in
     24.11) echo trixie ;;
-    *) die "unknown Slurm version '$1' (known: 24.11)" ;;
+    26.05) echo sid ;;
+    *) die "unknown Slurm version '$1' (known: 24.11, 26.05)" ;;
   esac
 }
 
@@ -93,7 +99,10 @@ cmd_build() {
   mir=$(mirror)
   say "building $ROOT: Debian $SUITE from $mir (about a minute)"
   rm -rf -- "$tmp"
-  mmdebstrap --quiet --variant=apt --include="$INCLUDE" "$SUITE" "$tmp" "$mir" >&2 ||
+  local aptopt=()
+  # sid's Release file on the mirror is past its Valid-Until date ("is expired").
+  [[ $SUITE != sid ]] || aptopt=(--aptopt='Acquire::Check-Valid-Until "false"')
+  mmdebstrap --quiet --variant=apt "${aptopt[@]}" --include="$INCLUDE" "$SUITE" "$tmp" "$mir" >&2 ||
     { rm -rf -- "$tmp"; die "mmdebstrap failed (its messages are above); nothing was kept"; }
   local got
   # shellcheck disable=SC2016 # dpkg-query's format, not a shell expansion
@@ -169,6 +178,8 @@ bind_python() {
   if [[ $base == /usr ]]; then
     bind_same "$real"
     bind_same "/usr/lib/$ver"
+    # Debian's ensurepip takes pip's wheel from here (python -m venv, --setup-venv).
+    [[ ! -d /usr/share/python-wheels ]] || bind_same /usr/share/python-wheels
   else
     bind_same "$base"
   fi
@@ -184,6 +195,24 @@ bind_python() {
       dir=${dir%/*}
       [[ -z $dir || $dir == "$REPO" || $dir == "$REPO"/* || ! -d $dir ]] || bind_same "$dir"
     done < <(sed -n "s/^MAPPING[^=]*= *{'[^']*': *'\(.*\)'}.*/\1/p" "$finder")
+  done
+}
+
+# test_users: the tests' normal users (created on the host first, tests/helpers/users.bash)
+# in the root's passwd and group, with the host's uids (files keep their owner across the
+# root's border), and their homes.
+test_users() {
+  local user line home
+  # shellcheck source=tests/helpers/users.bash
+  source "$REPO/tests/helpers/users.bash"
+  ensure_test_users >&2 || die "could not create the test users on the host"
+  for user in "$HPC_TEST_USER" "$HPC_OTHER_USER"; do
+    line=$(getent passwd "$user") || die "no user $user on the host"
+    grep -q "^$user:" "$MNT/etc/passwd" || printf '%s\n' "$line" >>"$MNT/etc/passwd"
+    line=$(getent group "$user") || die "no group $user on the host"
+    grep -q "^$user:" "$MNT/etc/group" || printf '%s\n' "$line" >>"$MNT/etc/group"
+    home=$(getent passwd "$user" | cut -d: -f6)
+    [[ -d $MNT$home ]] || install -d -m 0700 -o "$user" -g "$user" -- "$MNT$home"
   done
 }
 
@@ -209,6 +238,7 @@ cmd_mount() {
   common=$(git -C "$REPO" rev-parse --path-format=absolute --git-common-dir 2>/dev/null) || common=""
   [[ -z $common || $common == "$REPO"/* ]] || bind_same "$common"
   bind_python
+  test_users
   # Name resolution (torchrun's rendezvous needs the machine's own name) and TLS.
   cp -f /etc/hosts "$MNT/etc/hosts"
   [[ ! -f /etc/ssl/certs/ca-certificates.crt ]] || cp -f /etc/ssl/certs/ca-certificates.crt "$MNT/etc/ssl/certs/"

@@ -5,6 +5,7 @@
 # squeue). tests/integration/cleanup.bats runs it all on the real local cluster.
 
 load ../helpers/common
+load ../helpers/users
 
 setup() {
   hermetic_env
@@ -15,6 +16,7 @@ setup() {
   # The local-lab profile's scratch path follows this variable.
   export HPC_LOCAL_CLUSTER_DIR=/lab/cluster
   LAB_TEMPLATE=/lab/cluster/localscratch_lab/%n
+  LAB_VENVS=/lab/cluster/localvenvs/%u
   LOG=$SCRATCH/hpc_outputs/cleanup/notmpdir.log
 }
 
@@ -157,7 +159,7 @@ refused() {
     called "$n" "--output=$LOG"
     called "$n" "--error=$LOG"
     called "$n" --open-mode=append
-    [ "$(sbatch_call "$n" | tail -2)" = "$REPO_ROOT/plai_cleanups/cleanup_node.sh"$'\n'"$LAB_TEMPLATE" ]
+    [ "$(sbatch_call "$n" | tail -4)" = "$REPO_ROOT/plai_cleanups/cleanup_node.sh"$'\n--venvs\n'"$LAB_VENVS"$'\n'"$LAB_TEMPLATE" ]
     not called "$n" --dry-run
     [[ ${lines[n]} == "  node$n"*"job $((4241 + n))" ]]
   done
@@ -170,8 +172,8 @@ refused() {
   run --separate-stderr cleanup --cluster local-lab --dry-run
   [ "$status" -eq 0 ]
   [ "$(sbatch_calls)" -eq 2 ]
-  [ "$(sbatch_call 1 | tail -2)" = $'--dry-run\n'"$LAB_TEMPLATE" ]
-  [ "$(sbatch_call 2 | tail -2)" = $'--dry-run\n'"$LAB_TEMPLATE" ]
+  [ "$(sbatch_call 1 | tail -4)" = $'--dry-run\n--venvs\n'"$LAB_VENVS"$'\n'"$LAB_TEMPLATE" ]
+  [ "$(sbatch_call 2 | tail -4)" = $'--dry-run\n--venvs\n'"$LAB_VENVS"$'\n'"$LAB_TEMPLATE" ]
   [[ ${lines[0]} == "Dry-run cleanup (nothing is removed) of "* ]]
 }
 
@@ -470,4 +472,68 @@ leftover() {
   SLURMD_NODENAME="" run --separate-stderr bash "$REPO_ROOT/plai_cleanups/cleanup_node.sh" "$LAB/%n"
   [ "$status" -eq 1 ]
   [[ $stderr == *"this runs as a Slurm job"* ]]
+}
+
+# venv_copy NAME JOB...: a node-local venv copy (--venv-to-local) as a job leaves it: the
+# folder, its lock file and one marker per job that used it.
+venv_copy() {
+  local name=$1
+  shift
+  mkdir -p "$LAB/venvs/$name/bin" "$LAB/venvs/$name.jobs"
+  echo x >"$LAB/venvs/$name/bin/python"
+  : >"$LAB/venvs/$name.lock"
+  local job
+  for job; do : >"$LAB/venvs/$name.jobs/$job"; done
+}
+
+@test "worker --venvs: venv copies no queued job used go (with their job lists), the others and the lock files stay" {
+  lab_setup
+  mkdir -m 700 "$LAB/venvs"
+  local old=venv-0123456789abcdef-0000000000000001 used=venv-0123456789abcdef-0000000000000002
+  venv_copy "$old" 31 32
+  venv_copy "$used" 33 34
+  mkdir -p "$LAB/venvs/$old.tmp.999/bin" # an unpack cut short
+  mkdir -p "$LAB/venvs/not-a-copy"
+  QUEUE=$'500 x\n34 train' run --separate-stderr worker --venvs "$LAB/venvs" "$LAB/%n"
+  [ "$status" -eq 0 ]
+  [ ! -e "$LAB/venvs/$old" ] && [ ! -e "$LAB/venvs/$old.jobs" ] && [ ! -e "$LAB/venvs/$old.tmp.999" ]
+  [ -f "$LAB/venvs/$old.lock" ]
+  [ -f "$LAB/venvs/$used/bin/python" ] && [ -f "$LAB/venvs/$used.jobs/34" ]
+  [ -d "$LAB/venvs/not-a-copy" ]
+  [[ $output == *"  removed $LAB/venvs/$old ("*" bytes)"* ]]
+  [[ $output == *"  kept $LAB/venvs/$used: job 34, which uses it, is still in the queue"* ]]
+}
+
+@test "worker --venvs: a copy whose lock a job holds (unpacking it now) stays; --dry-run removes nothing" {
+  lab_setup
+  mkdir -m 700 "$LAB/venvs"
+  local name=venv-0123456789abcdef-0000000000000003
+  venv_copy "$name" 41
+  run --separate-stderr worker --dry-run --venvs "$LAB/venvs" "$LAB/%n"
+  [ "$status" -eq 0 ]
+  [[ $output == *"  would remove $LAB/venvs/$name ("* ]]
+  [ -f "$LAB/venvs/$name/bin/python" ]
+  flock "$LAB/venvs/$name.lock" sleep 5 &
+  local holder=$!
+  sleep 0.5
+  run --separate-stderr worker --venvs "$LAB/venvs" "$LAB/%n"
+  kill "$holder" 2>/dev/null || true
+  wait "$holder" 2>/dev/null || true
+  [ "$status" -eq 0 ]
+  [[ $output == *"  kept $LAB/venvs/$name: a job is unpacking or checking it now"* ]]
+  [ -f "$LAB/venvs/$name/bin/python" ]
+}
+
+@test "worker --venvs: another user's venv folder is not looked into; a missing one is nothing to do" {
+  lab_setup
+  ensure_test_users
+  mkdir -m 700 "$LAB/venvs"
+  local name=venv-0123456789abcdef-0000000000000004
+  venv_copy "$name" 51
+  chown -R "$HPC_TEST_USER" "$LAB/venvs"
+  run --separate-stderr worker --venvs "$LAB/venvs" "$LAB/%n"
+  [ "$status" -eq 0 ]
+  [ -f "$LAB/venvs/$name/bin/python" ]
+  run --separate-stderr worker --venvs "$LAB/none" "$LAB/%n"
+  [ "$status" -eq 0 ]
 }

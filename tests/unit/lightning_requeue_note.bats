@@ -29,15 +29,19 @@ setup() {
   done
 }
 
-@test "job side: the hook goes on PYTHONPATH for a requeueable lightning job only" {
+@test "job side: the hook goes on PYTHONPATH unless HPC_LIGHTNING_HOOK=no; its requeue part for a requeueable lightning job only" {
   # shellcheck disable=SC2016 # expanded by the inner shell
   run bash -c 'hpc_log() { echo "LOG $*"; }
     source "$1/virtual_env_hpc_files/job_runtime.sh"
     HPC_NUM_NODES=2 HPC_DEVICES_PER_NODE=1 HPC_REQUEUE=yes PYTHONPATH=/mine
-    hpc_lightning_requeue_hook; echo "PP=$PYTHONPATH"
-    HPC_REQUEUE=no PYTHONPATH=/mine; hpc_lightning_requeue_hook; echo "PP=$PYTHONPATH"' _ "$REPO_ROOT"
+    hpc_python_hook; hpc_lightning_requeue_hook; echo "PP=$PYTHONPATH RQ=${HPC_LIGHTNING_REQUEUE:-}"
+    unset HPC_LIGHTNING_REQUEUE
+    HPC_REQUEUE=no PYTHONPATH=/mine; hpc_python_hook; hpc_lightning_requeue_hook
+    echo "PP=$PYTHONPATH RQ=${HPC_LIGHTNING_REQUEUE:-}"
+    HPC_LIGHTNING_HOOK=no PYTHONPATH=/mine; hpc_python_hook; echo "PP=$PYTHONPATH"' _ "$REPO_ROOT"
   [ "$status" -eq 0 ]
-  [[ $output == *"PP=$REPO_ROOT/virtual_env_hpc_files/python_hooks:/mine"* ]]
+  [[ $output == *"PP=$REPO_ROOT/virtual_env_hpc_files/python_hooks:/mine RQ=yes"* ]]
+  [[ $output == *"PP=$REPO_ROOT/virtual_env_hpc_files/python_hooks:/mine RQ="$'\n'* ]]
   [[ $output == *"PP=/mine"* ]]
   [[ $output == *"SlurmRequeue"* ]]
 }

@@ -86,7 +86,7 @@ setup() {
   [[ $stderr == *"--num-nodes 3 needs a distributed launcher"* ]]
 }
 
-# readme_rows_to MAP README HEADING: the first table of options after README's line HEADING, as
+# readme_rows_to MAP PAGE HEADING: the first table of options after the page's line HEADING, as
 # MAP[form]="meaning<TAB>default", with markdown's backticks and \| undone.
 readme_rows_to() {
   local -n _rows=$1
@@ -108,14 +108,15 @@ readme_rows_to() {
   done <"$2"
 }
 
-# spec_agrees_with SPEC_FUNCTION README HEADING HELP_TEXT: every option of the spec is in
-# README's table after the heading (its meaning begins with the spec's help line, same
-# default) and in the --help text; README has no option the spec lacks.
+# spec_agrees_with SPEC_FUNCTION PAGE HEADING HELP_TEXT: every option of the spec is in the
+# page's table after the heading (the reference, docs/reference.md: its meaning begins with
+# the spec's help line, same default) and in the --help text; the page has no option the
+# spec lacks.
 spec_agrees_with() {
   local -A readme=() forms=()
   local i form want got help_flat failed=0
   readme_rows_to readme "$2" "$3"
-  ((${#readme[@]})) || { echo "no options table after '$3' in README.md"; return 1; }
+  ((${#readme[@]})) || { echo "no options table after '$3' in ${2##*/}"; return 1; }
   read -d '' -ra help_flat <<<"$4" || true
   help_flat=" ${help_flat[*]} "
   set -- "$1" "$3"
@@ -142,46 +143,46 @@ spec_agrees_with() {
       failed=1
     fi
     if [[ -z ${readme[$form]+x} ]]; then
-      echo "README.md ($2) has no row for $form: add | \`$form\` | ${_HPC_OPT_HELP[i]} | ${_HPC_OPT_DEFAULT[i]} |"
+      echo "${2##*/} ($3) has no row for $form: add | \`$form\` | ${_HPC_OPT_HELP[i]} | ${_HPC_OPT_DEFAULT[i]} |"
       failed=1
       continue
     fi
     got=${readme[$form]}
     if [[ ${got%%$'\t'*} != "${_HPC_OPT_HELP[i]}"* ]]; then
-      printf 'README.md, %s: the meaning must begin with the --help line\n  README: %s\n  --help: %s\n' \
+      printf '%s, %s: the meaning must begin with the --help line\n  page:   %s\n  --help: %s\n' "${2##*/}" \
         "$form" "${got%%$'\t'*}" "${_HPC_OPT_HELP[i]}"
       failed=1
     fi
     if [[ ${got#*$'\t'} != "${_HPC_OPT_DEFAULT[i]}" ]]; then
-      printf 'README.md, %s: default "%s", --help says "%s"\n' "$form" "${got#*$'\t'}" "${_HPC_OPT_DEFAULT[i]}"
+      printf '%s, %s: default "%s", --help says "%s"\n' "${2##*/}" "$form" "${got#*$'\t'}" "${_HPC_OPT_DEFAULT[i]}"
       failed=1
     fi
   done
   for form in "${!readme[@]}"; do
-    [[ -n ${forms[$form]:-} ]] || { echo "README.md ($2) documents $form, which is not an option" && failed=1; }
+    [[ -n ${forms[$form]:-} ]] || { echo "${2##*/} ($3) documents $form, which is not an option" && failed=1; }
   done
   ((failed == 0))
 }
 
-@test "README's Options table and --help agree: every option in both, same meaning and default" {
+@test "the reference's Options table and --help agree: every option in both, same meaning and default" {
   run --separate-stderr submitter --help
   [ "$status" -eq 0 ]
-  spec_agrees_with hpc_submit_options "$REPO_ROOT/README.md" '## Options' "$output"
+  spec_agrees_with hpc_submit_options "$REPO_ROOT/docs/reference.md" '## Options' "$output"
 }
 
-@test "the cleanup's README table and its --help agree too" {
+@test "the reference's cleanup table and the cleanup's --help agree too" {
   run --separate-stderr bash "$REPO_ROOT/plai_cleanups/submit_cleanup.sh" --help
   [ "$status" -eq 0 ]
-  spec_agrees_with cleanup_options "$REPO_ROOT/README.md" '## Cleaning node-local scratch' "$output"
+  spec_agrees_with cleanup_options "$REPO_ROOT/docs/reference.md" '## Cleanup options' "$output"
 }
 
-@test "a README that disagrees with --help fails the check" {
+@test "a reference page that disagrees with --help fails the check" {
   local help
   help=$(submitter --help)
   # shellcheck disable=SC2016 # backticks of markdown
   sed 's/^| `-g, --gpus N` | GPUs per node/| `-g, --gpus N` | GPU count per node/' \
-    "$REPO_ROOT/README.md" >"$BATS_TEST_TMPDIR/README.md"
-  run spec_agrees_with hpc_submit_options "$BATS_TEST_TMPDIR/README.md" '## Options' "$help"
+    "$REPO_ROOT/docs/reference.md" >"$BATS_TEST_TMPDIR/reference.md"
+  run spec_agrees_with hpc_submit_options "$BATS_TEST_TMPDIR/reference.md" '## Options' "$help"
   [ "$status" -ne 0 ]
   [[ $output == *"-g, --gpus N: the meaning must begin with the --help line"* ]]
 }
@@ -218,14 +219,14 @@ spec_agrees_with() {
   [[ $stderr == *"--a is in two rows"* ]]
 }
 
-@test "README's Layout names every file of the toolkit" {
+@test "the Layout (docs/how-it-works.md) names every file of the toolkit" {
   local layout f missing=0
-  layout=$(sed -n '/^## Layout$/,/^## /p' "$REPO_ROOT/README.md")
+  layout=$(sed -n '/^## Layout$/,/^## /p' "$REPO_ROOT/docs/how-it-works.md")
   [ -n "$layout" ]
   while IFS= read -r f; do
     f=${f#hpc_files/lib/} f=${f#*/}
     [[ $f != */* ]] || f=${f%%/*}/ # a subfolder is named as a whole (clusters/, local_slurm/)
-    [[ $layout == *"\`$f\`"* ]] || { echo "README's Layout does not name $f" && missing=1; }
+    [[ $layout == *"\`$f\`"* ]] || { echo "the Layout in docs/how-it-works.md does not name $f" && missing=1; }
   done < <(git -C "$REPO_ROOT" ls-files hpc_files plai_cleanups singularity_hpc_files \
     virtual_env_hpc_files examples)
   ((missing == 0))

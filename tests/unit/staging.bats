@@ -276,8 +276,9 @@ refused() {
   local bin=$BATS_TEST_TMPDIR/spy tool
   mkdir -p "$bin"
   # (Not awk: the configs file's check runs it on every submission; staging's awk only
-  # reads what its find prints.)
-  for tool in find tar zstd pigz sha256sum realpath mktemp flock; do
+  # reads what its find prints. Not flock: every submission appends to the ledger under
+  # its lock, ledger.sh; staging's flock comes with its find and tar.)
+  for tool in find tar zstd pigz sha256sum realpath mktemp; do
     printf '#!/bin/sh\necho "%s $*" >>"%s"\nexit 1\n' "$tool" "$BATS_TEST_TMPDIR/spied" >"$bin/$tool"
     chmod +x "$bin/$tool"
   done

@@ -145,7 +145,14 @@ parameters:
 }
 
 # a_submitted_sweep: an offline grid of 6 submitted through the stub; sets SWEEP_ID, SWEEP_DIR.
+# Its job (4242, in the sweep's jobs.tsv) has left Slurm's queue: squeue knows none of it.
 a_submitted_sweep() {
+  mkdir -p "$BATS_TEST_TMPDIR/queue"
+  printf '#!/bin/sh
+exit 0
+' >"$BATS_TEST_TMPDIR/queue/squeue"
+  chmod +x "$BATS_TEST_TMPDIR/queue/squeue"
+  export PATH=$BATS_TEST_TMPDIR/queue:$PATH
   sweep_file sweeper.yml "$GRID"
   local out
   out=$(submitter --sweep sweeper.yml -e first)

@@ -1,20 +1,28 @@
-"""hpc_files job side: an unchanged Lightning script requeues safely in multi-process DDP.
+"""hpc_files job side: unchanged programs form the job's one world, and requeue safely.
 
-Put on PYTHONPATH by the job (launchers.sh) only for `-d lightning` jobs that may requeue
-(HPC_LIGHTNING_HOOK=no turns it off). Python imports this file at start-up; it does
-nothing until Lightning's Trainer module is imported, and then, for every Trainer made:
+Put on PYTHONPATH by the job (launchers.sh) for the distributed launchers (lightning,
+script, torchrun; HPC_LIGHTNING_HOOK=no turns it off). Python imports this file at
+start-up; it does nothing until one of the modules below is imported:
 
-- turns off Lightning's own SLURM auto-requeue (SLURMEnvironment.auto_requeue): its
-  SIGUSR1 handler saves the checkpoint inside the signal handler, which hangs DDP (one
-  rank in a collective while another saves; Lightning issue 21406), then requeues the
-  job behind the toolkit's back;
-- adds hpc_toolkit's SlurmRequeue callback (unless the script has one): on SIGUSR1 or
-  SIGTERM every rank sets a flag; at the first batch end where every rank has it (a
-  few seconds after the first at most) all ranks agree, save hpc_ckpt_N.ckpt in
-  $HPC_CHECKPOINT_DIR together and stop; the job then requeues;
-- makes `trainer.fit(...)` without a ckpt_path resume from the newest of those, when
-  this attempt resumes its run (HPC_RESUMING=1: its own earlier attempt, a --rerun, or
-  --resume); never on a new run's first attempt.
+- torch.distributed: `init_process_group` given a world size (its argument, or WORLD_SIZE)
+  that is not the job's (HPC_NUM_NODES x HPC_DEVICES_PER_NODE) stops the program at once
+  with a message (exit 2): its processes would otherwise hang or train as separate runs.
+- Lightning's Trainer: `num_nodes` and `devices` left at their defaults become the job's
+  (a script with no command line forms one world, not one run per process); set to values
+  the job does not have, the program stops at once with a message naming both (exit 2).
+- In a `-d lightning` job that may requeue (HPC_LIGHTNING_REQUEUE=yes, launchers.sh), for
+  every Trainer made:
+  - turns off Lightning's own SLURM auto-requeue (SLURMEnvironment.auto_requeue): its
+    SIGUSR1 handler saves the checkpoint inside the signal handler, which hangs DDP (one
+    rank in a collective while another saves; Lightning issue 21406), then requeues the
+    job behind the toolkit's back;
+  - adds hpc_toolkit's SlurmRequeue callback (unless the script has one): on SIGUSR1 or
+    SIGTERM every rank sets a flag; at the first batch end where every rank has it (a
+    few seconds after the first at most) all ranks agree, save hpc_ckpt_N.ckpt in
+    $HPC_CHECKPOINT_DIR together and stop; the job then requeues;
+  - makes `trainer.fit(...)` without a ckpt_path resume from the newest of those, when
+    this attempt resumes its run (HPC_RESUMING=1: its own earlier attempt, a --rerun, or
+    --resume); never on a new run's first attempt.
 
 A sitecustomize.py found later on sys.path (a distribution's own) still runs.
 """
@@ -30,6 +38,7 @@ from typing import Any
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _TRAINER_MODULE = "lightning.pytorch.trainer.trainer"
+_C10D_MODULE = "torch.distributed.distributed_c10d"
 
 
 def _slurm_requeue_class() -> Any:
@@ -41,13 +50,83 @@ def _slurm_requeue_class() -> Any:
     return SlurmRequeue
 
 
-def _patch(module: Any) -> None:
+def _job_shape() -> tuple[int, int] | None:
+    """(nodes, processes per node) of this job, or None outside one."""
+    try:
+        return int(os.environ["HPC_NUM_NODES"]), int(os.environ["HPC_DEVICES_PER_NODE"])
+    except (KeyError, ValueError):
+        return None
+
+
+def _rank() -> str:
+    return os.environ.get("RANK") or os.environ.get("SLURM_PROCID") or "0"
+
+
+def _stop(message: str) -> None:
+    """Every rank says it (a rank stopped first may end the others before they print)."""
+    print(f"[hpc] rank {_rank()}: {message}", file=sys.stderr, flush=True)
+    raise SystemExit(2)
+
+
+def _device_count(devices: Any) -> int | None:
+    """How many processes per node a Trainer's `devices` asks for; None: whatever is there."""
+    if isinstance(devices, (list, tuple)):
+        return len(devices)
+    text = str(devices).strip()
+    if text in ("auto", "-1"):
+        return None
+    if "," in text:
+        return len([d for d in text.split(",") if d.strip()])
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+def _trainer_counts(kwargs: dict[str, Any]) -> None:
+    """Fill the job's num_nodes/devices into a Trainer's arguments left at their defaults;
+    stop on ones the job does not have."""
+    shape = _job_shape()
+    if shape is None:
+        return
+    nodes, per_node = shape
+    asked_nodes = kwargs.get("num_nodes")
+    asked_devices = _device_count(kwargs.get("devices", "auto"))
+    wrong = []
+    if asked_nodes is not None and int(asked_nodes) != nodes:
+        wrong.append(f"num_nodes={asked_nodes}")
+    if asked_devices is not None and asked_devices != per_node:
+        wrong.append(f"devices={kwargs.get('devices')!r}")
+    if wrong:
+        _stop(f"Trainer({', '.join(wrong)}) does not fit this job: {nodes} node(s) x {per_node}"
+              f" process(es) per node. Its processes would train as separate runs. Leave"
+              f" num_nodes and devices out of the Trainer (the job's are used), set them from"
+              f" $HPC_NUM_NODES and $HPC_DEVICES_PER_NODE (or --nodes-arg/--devices-arg), or"
+              f" submit with -N {asked_nodes or nodes} and --procs-per-node (CPU) or --gpus"
+              f" (GPU) {asked_devices or per_node}")
+    filled = []
+    if asked_nodes is None:
+        kwargs["num_nodes"] = nodes
+        filled.append(f"num_nodes={nodes}")
+    if kwargs.get("devices", "auto") == "auto":
+        kwargs["devices"] = per_node
+        filled.append(f"devices={per_node}")
+    if filled and _rank() == "0":
+        print(f"[hpc] Lightning: Trainer({', '.join(filled)}) from the job"
+              " (left at their defaults in the script)", flush=True)
+
+
+def _patch_trainer(module: Any) -> None:
     trainer_cls = module.Trainer
     original_init = trainer_cls.__init__
     original_fit = trainer_cls.fit
+    requeue = os.environ.get("HPC_LIGHTNING_REQUEUE") == "yes"
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        _trainer_counts(kwargs)
         original_init(self, *args, **kwargs)
+        if not requeue:
+            return
         from lightning.pytorch.plugins.environments import SLURMEnvironment
 
         env = self._accelerator_connector.cluster_environment
@@ -81,9 +160,41 @@ def _patch(module: Any) -> None:
     trainer_cls.fit = fit
 
 
+def _patch_c10d(module: Any) -> None:
+    """torch.distributed's package re-exports init_process_group after this module runs,
+    so the patched function is the one every caller (Lightning's too) gets."""
+    original = module.init_process_group
+
+    def init_process_group(*args: Any, **kwargs: Any) -> Any:
+        shape = _job_shape()
+        size = kwargs.get("world_size", args[3] if len(args) > 3 else -1)
+        source = "world_size"
+        if (size is None or int(size) < 0) and os.environ.get("WORLD_SIZE"):
+            size, source = os.environ["WORLD_SIZE"], "WORLD_SIZE"
+        if shape is not None and size is not None and int(size) > 0:
+            nodes, per_node = shape
+            if int(size) != nodes * per_node:
+                _stop(f"torch.distributed.init_process_group: {source}={size}, but this job"
+                      f" runs {nodes * per_node} process(es) ({nodes} node(s) x {per_node}"
+                      " per node): they would not form one world (a hang, or separate runs)."
+                      " Let init_process_group read the world from the environment"
+                      " (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT: -d script and -d torchrun"
+                      " set them), or submit with -N and --procs-per-node (CPU) or --gpus (GPU)"
+                      f" whose product is {size}")
+        return original(*args, **kwargs)
+
+    init_process_group.__wrapped__ = original  # type: ignore[attr-defined]
+    init_process_group.__doc__ = original.__doc__
+    module.init_process_group = init_process_group
+
+
+_PATCHES = {_TRAINER_MODULE: _patch_trainer, _C10D_MODULE: _patch_c10d}
+
+
 class _Loader(importlib.abc.Loader):
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: Any, patch: Any) -> None:
         self._inner = inner
+        self._patch = patch
 
     def create_module(self, spec: Any) -> Any:
         return self._inner.create_module(spec)
@@ -91,23 +202,29 @@ class _Loader(importlib.abc.Loader):
     def exec_module(self, module: Any) -> None:
         self._inner.exec_module(module)
         try:
-            _patch(module)
+            self._patch(module)
         except Exception as exc:  # never break the user's program
-            print(f"[hpc] Lightning hook not applied: {exc!r}", file=sys.stderr, flush=True)
+            print(f"[hpc] hook not applied to {module.__name__}: {exc!r}", file=sys.stderr,
+                  flush=True)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
 
 class _Finder(importlib.abc.MetaPathFinder):
+    def __init__(self) -> None:
+        self._left = dict(_PATCHES)
+
     def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
-        if name != _TRAINER_MODULE:
+        patch = self._left.pop(name, None)
+        if patch is None:
             return None
-        sys.meta_path.remove(self)  # once
-        spec = importlib.util.find_spec(name)
+        if not self._left:
+            sys.meta_path.remove(self)  # every module patched once: out of the way
+        spec = importlib.util.find_spec(name)  # by the other finders: this one has no entry
         if spec is None or spec.loader is None:
             return None
-        spec.loader = _Loader(spec.loader)
+        spec.loader = _Loader(spec.loader, patch)
         return spec
 
 

@@ -131,13 +131,57 @@ def live_of(last: Mapping[int, Attempt]) -> set[str] | None:
     return live_tasks(running) if running else set()
 
 
+JOBS = "jobs.tsv"  # one line per sbatch job of the sweep: JOB_ID<TAB>TASK_OFFSET
+
+
+def submitted_jobs(folder: Path) -> dict[str, int]:
+    """The sweep's Slurm jobs (job_submitter.sh writes jobs.tsv), each with the point its
+    array index 0 runs; lines that are not two numbers are skipped."""
+    jobs: dict[str, int] = {}
+    try:
+        text = (folder / JOBS).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return jobs
+    for line in text.splitlines():
+        fields = line.split("\t")
+        if len(fields) == 2 and all(f.isdigit() and len(f) <= 18 for f in fields):
+            jobs[fields[0]] = int(fields[1])
+    return jobs
+
+
+def queued_points(jobs: Mapping[str, int], live: set[str] | None) -> set[int] | None:
+    """Points whose array task Slurm still has queued or running ("123_4" is point
+    offset+4; a whole job "123" is its offset); None when squeue could not be asked."""
+    if live is None:
+        return None
+    out: set[int] = set()
+    for task in live:
+        job, _, index = task.partition("_")
+        if job not in jobs:
+            continue
+        if not index:
+            out.add(jobs[job])
+        elif index.isdigit():
+            out.add(jobs[job] + int(index))
+    return out
+
+
 def to_rerun(folder: SweepFolder) -> list[int]:
-    """Points of the sweep that have not finished and are not running now."""
+    """Points of the sweep that have not finished and are not running now, nor queued
+    (a point whose array task still waits in Slurm's queue is taken: 7 starts for 4 points
+    were seen when it was not)."""
     last = latest(folder.ledger.events())
     live = live_of(last)
     if live is None:
         print("note: squeue could not be asked; running points are left alone", file=sys.stderr)
-    return rerun_points(folder.num_points, last, live)
+    jobs = submitted_jobs(folder.path)
+    queued = queued_points(jobs, live_tasks(jobs)) if jobs else set()
+    if queued is None:
+        raise SweepError(
+            "squeue could not be asked which points of the sweep are still queued: "
+            "nothing was submitted; try again when Slurm answers"
+        )
+    return [p for p in rerun_points(folder.num_points, last, live) if p not in queued]
 
 
 def preview(

@@ -1,0 +1,168 @@
+#!/usr/bin/env bats
+# Unchanged third-party programs on the launchers that fit, on the real local cluster
+# (issue 24): each is written as its framework's docs write it (tests/helpers/third_party/),
+# and README.md's "Recipes" section is backed by these tests.
+# - A Lightning script with no command line forms one world on 1 and 2 nodes (one
+#   lightning_logs version); one with other counts written in stops at once, as does a
+#   torch.distributed world size that is not the job's.
+# - Plain torch.distributed under -d script and -d torchrun; an Accelerate loop under
+#   -d torchrun and -d script, and under `accelerate launch` on one node (-d none).
+# - A relative output folder: warned at submission (in the line) or in the job log (the
+#   program's default), silent once the line passes the task's folder.
+# - JAX's initialize() with no arguments: the variables it reads, always; the real thing
+#   with HPC_TEST_JAX_VENV (a venv with jax; not in the test venv: jaxlib is 85 MB and
+#   wants numpy 2).
+# shellcheck disable=SC2016 # command lines in single quotes are expanded in the job
+
+load ../helpers/cluster
+
+setup() {
+  # (read before integration_setup, which unsets every HPC_* variable)
+  TEST_VENV=${HPC_TEST_VENV:-$REPO_ROOT/.venv} JAX_VENV=${HPC_TEST_JAX_VENV:-}
+  integration_setup proj
+  rm -rf "$PROJECT/.venv"
+  ln -s "$TEST_VENV" "$PROJECT/.venv"
+  cp "$REPO_ROOT"/tests/helpers/third_party/*.py "$PROJECT/"
+}
+
+# run_job EXP SECONDS LINE ARGS...: LINE as the only command, submitted with ARGS, waited for.
+run_job() {
+  local exp=$1 timeout=$2
+  printf '%s\n' "$3" >"$PROJECT/experiment_configurations.txt"
+  shift 3
+  submit --exp-name "$exp" --time 10 "$@"
+  SUBMIT_STDERR=$stderr
+  wait_job "$JOB_ID" "$timeout"
+  LOG=$(job_log "$JOB_ID" "$exp")
+  cat "$LOG"
+}
+
+@test "Lightning, no command line, 2 nodes: one world (the job's counts), one lightning_logs version" {
+  run_job lt2 240 'python lightning_no_cli.py' -d lightning --num-nodes 2
+  [ "$(job_state "$JOB_ID")" = COMPLETED ]
+  grep -q "Trainer(num_nodes=2, devices=1) from the job" "$LOG"
+  grep -q "done: global_rank=0 world_size=2 global_step=8" "$LOG"
+  grep -q "done: global_rank=1 world_size=2 global_step=8" "$LOG"
+  [ "$(ls "$PROJECT/lightning_logs")" = version_0 ]
+  # lightning_logs/ landed in the project: the log says so, with what to pass instead.
+  grep -q "warning: the program wrote into the project folder $PROJECT: .*lightning_logs/" "$LOG"
+}
+
+@test "Lightning, no command line, 1 node x 2 processes: one world" {
+  run_job lt1 240 'python lightning_no_cli.py' -d lightning --procs-per-node 2
+  [ "$(job_state "$JOB_ID")" = COMPLETED ]
+  grep -q "done: global_rank=1 world_size=2" "$LOG"
+  [ "$(ls "$PROJECT/lightning_logs")" = version_0 ]
+}
+
+@test "Lightning with num_nodes=1 written in, on 2 nodes: stops at start, naming both and the fix" {
+  run_job ltw 180 'python lightning_fixed_world.py' -d lightning --num-nodes 2
+  [ "$(job_state "$JOB_ID")" = FAILED ]
+  [ "$(job_exit "$JOB_ID")" = 2:0 ]
+  grep -q "Trainer(num_nodes=1) does not fit this job: 2 node(s) x 1 process(es) per node" "$LOG"
+  grep -q "Leave num_nodes and devices out of the Trainer" "$LOG"
+  ! grep -q "^trained" "$LOG" || false
+}
+
+@test "torch.distributed with world_size=1 written in, under -d script on 2 nodes: stops at start" {
+  run_job tfw 180 'python torch_fixed_world.py' -d script --num-nodes 2
+  [ "$(job_state "$JOB_ID")" = FAILED ]
+  [ "$(job_exit "$JOB_ID")" = 2:0 ]
+  grep -q "init_process_group: world_size=1, but this job runs 2 process(es) (2 node(s) x 1 per node)" "$LOG"
+  ! grep -q "initialised a world" "$LOG" || false
+}
+
+@test "plain torch.distributed: one world under -d script and under -d torchrun" {
+  run_job tds 180 'python torch_ddp.py' -d script --num-nodes 2
+  [ "$(job_state "$JOB_ID")" = COMPLETED ]
+  [ "$(grep -c "/2 on .*: sum=3.0" "$LOG")" -eq 2 ]
+  run_job tdt 180 'python torch_ddp.py' -d torchrun --num-nodes 2 --procs-per-node 2
+  [ "$(job_state "$JOB_ID")" = COMPLETED ]
+  [ "$(grep -c "/4 on .*: sum=10.0" "$LOG")" -eq 4 ]
+}
+
+@test "a torchrun line of its own under -d torchrun is refused at submission, not nested" {
+  printf 'python -m torch.distributed.run --nproc-per-node=2 torch_ddp.py\n' >"$PROJECT/experiment_configurations.txt"
+  run --separate-stderr submitter -d torchrun --num-nodes 2 --time 10
+  [ "$status" -eq 2 ]
+  [[ $stderr == *"starts 'python -m torch.distributed.run'"*"python SCRIPT ARGS"* ]]
+  [ -z "$(submitted_ids)" ]
+}
+
+@test "nanoGPT-style relative out_dir: the job log warns; --out_dir=out warns at submission; the task's folder is silent" {
+  run_job ng1 120 'python nanogpt_like.py --max_iters=2'
+  [ "$(job_state "$JOB_ID")" = COMPLETED ]
+  [ -f "$PROJECT/out/ckpt.pt" ]
+  grep -q "warning: the program wrote into the project folder $PROJECT: out/\. " "$LOG"
+  grep -qF -- '--out_dir=$HPC_CHECKPOINT_DIR' "$LOG"
+  run_job ng2 120 'python nanogpt_like.py --out_dir=out --max_iters=2'
+  [[ $SUBMIT_STDERR == *"line(s) 1 of the commands write output to a relative folder in the project (--out_dir out)"* ]]
+  rm -rf "$PROJECT/out"
+  run_job ng3 120 'python nanogpt_like.py --out_dir=$HPC_CHECKPOINT_DIR --max_iters=2'
+  [ "$(job_state "$JOB_ID")" = COMPLETED ]
+  [[ $SUBMIT_STDERR != *"relative folder"* ]]
+  ! grep -q "wrote into the project folder" "$LOG" || false
+  [ -f "$SCRATCH/proj/ng3/checkpoints/ckpt.pt" ]
+  [ ! -e "$PROJECT/out" ]
+}
+
+@test "Accelerate loop, unchanged: -d torchrun (2x2) and -d script (2 nodes) form one world" {
+  "$PROJECT/.venv/bin/python" -c 'import accelerate' 2>/dev/null ||
+    skip "accelerate is not in the test venv (tests/setup/requirements.txt pins it: run install_deps.sh)"
+  run_job acc 240 'python accelerate_loop.py' -d torchrun --num-nodes 2 --procs-per-node 2
+  [ "$(job_state "$JOB_ID")" = COMPLETED ]
+  grep -q "accelerate: num_processes=4 rank_sum=6 type=DistributedType.MULTI_CPU" "$LOG"
+  run_job acs 240 'python accelerate_loop.py' -d script --num-nodes 2
+  [ "$(job_state "$JOB_ID")" = COMPLETED ]
+  grep -q "accelerate: num_processes=2 rank_sum=1" "$LOG"
+}
+
+@test "accelerate launch on one node (-d none) runs as it is: one world of its processes" {
+  "$PROJECT/.venv/bin/python" -c 'import accelerate' 2>/dev/null ||
+    skip "accelerate is not in the test venv (tests/setup/requirements.txt pins it: run install_deps.sh)"
+  run_job acl 240 'accelerate launch --multi_gpu --num_processes 2 accelerate_loop.py' --cpus 2
+  [ "$(job_state "$JOB_ID")" = COMPLETED ]
+  grep -q "accelerate: num_processes=2 rank_sum=1" "$LOG"
+}
+
+@test "JAX's initialize() with no arguments: every rank has a coordinator that works and srun's counts" {
+  # What jax.distributed.initialize() reads (jax 0.10, jax/_src/distributed.py and
+  # clusters/slurm_cluster.py): JAX_COORDINATOR_ADDRESS, else the first node's NAME; the
+  # process count and id from SLURM_NTASKS, SLURM_PROCID (SLURM_LOCALID, SLURM_JOB_ID,
+  # SLURM_STEP_NODELIST must be there for it to detect Slurm).
+  run_job jxe 180 'python -c "import os, json; print(\"ENV\", json.dumps({k: os.environ.get(k) for k in [\"JAX_COORDINATOR_ADDRESS\", \"MASTER_ADDR\", \"MASTER_PORT\", \"SLURM_NTASKS\", \"SLURM_PROCID\", \"SLURM_LOCALID\", \"SLURM_JOB_ID\", \"SLURM_STEP_NODELIST\"]}))"' -d script --num-nodes 2
+  [ "$(job_state "$JOB_ID")" = COMPLETED ]
+  [ "$(grep -c '^ENV ' "$LOG")" -eq 2 ]
+  grep '^ENV ' "$LOG" | cut -c5- | python3 -c '
+import json, sys
+rows = [json.loads(line) for line in sys.stdin]
+assert sorted(r["SLURM_PROCID"] for r in rows) == ["0", "1"], rows
+for r in rows:
+    assert r["JAX_COORDINATOR_ADDRESS"] == r["MASTER_ADDR"] + ":" + r["MASTER_PORT"], r
+    assert r["SLURM_NTASKS"] == "2" and r["SLURM_LOCALID"] == "0", r
+    assert r["SLURM_JOB_ID"] and r["SLURM_STEP_NODELIST"], r'
+}
+
+@test "JAX's initialize() with no arguments, the real thing: one world of 2 under -d script" {
+  [[ -n $JAX_VENV ]] ||
+    skip "HPC_TEST_JAX_VENV is not set (a venv with jax and jaxlib; not in the test venv)"
+  rm -f "$PROJECT/.venv" && ln -s "$JAX_VENV" "$PROJECT/.venv"
+  run_job jax 240 'python jax_initialize.py' -d script --num-nodes 2
+  [ "$(job_state "$JOB_ID")" = COMPLETED ]
+  [ "$(grep -c "jax: process [01] of 2, rank_sum=1" "$LOG")" -eq 2 ]
+}
+
+@test "Transformers Trainer under -d torchrun on 2 nodes: one world, output_dir in the task's folder, resumes on a rerun" {
+  "$PROJECT/.venv/bin/python" -c 'import transformers' 2>/dev/null ||
+    skip "transformers is not in the test venv (about 18 MB with tokenizers: add it to tests/setup/requirements.txt to run this)"
+  local line='python hf_trainer.py --output_dir $HPC_CHECKPOINT_DIR --save_steps 2 --report_to none --use_cpu --per_device_train_batch_size 4'
+  run_job hf 400 "$line --max_steps 4" -d torchrun --num-nodes 2
+  [ "$(job_state "$JOB_ID")" = COMPLETED ]
+  grep -q "hf: world_size=2 global_step=4 resumed_from=None" "$LOG"
+  [ -d "$SCRATCH/proj/hf/checkpoints/checkpoint-4" ]
+  ! grep -q "wrote into the project folder" "$LOG" || false
+  # The same experiment again, longer: the resume idiom picks up checkpoint-4.
+  run_job hf 400 "$line --max_steps 6" -d torchrun --num-nodes 2
+  [ "$(job_state "$JOB_ID")" = COMPLETED ]
+  grep -q "hf: world_size=2 global_step=6 resumed_from=checkpoint-4" "$LOG"
+}

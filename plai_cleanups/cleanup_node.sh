@@ -6,7 +6,8 @@
 #
 # SCRATCH_TEMPLATE is the profile's HPC_LOCAL_SCRATCH (%n = this node, %u = this user).
 # A folder goes only when all of these hold: its name is exactly hpc_job_<job id>_<this node>
-# (or hpc_job_<job id>, from older versions); no job
+# (or hpc_job_<job id>_<this node>.XXXXXX, made when another user had taken that name, or
+# hpc_job_<job id>, from older versions); no job
 # of this user with that id is in the queue (in any state, on any node); it is owned by
 # this user's uid, and so is everything inside it; it lies on the same filesystem as the
 # scratch folder. Links are removed as links, never followed. --dry-run removes nothing.
@@ -194,7 +195,7 @@ print_report() {
 }
 
 main() {
-  local template entry name venvs="" venv_root=""
+  local template entry name tail venvs="" venv_root=""
   DRY_RUN=0
   if [[ ${1:-} == --dry-run ]]; then
     DRY_RUN=1
@@ -249,7 +250,11 @@ main() {
     # hpc_job_<id>_<node> (the toolkit's folders since they are per node), or hpc_job_<id>
     # (older versions); a folder named for another node sharing this disk is that node's.
     [[ $name =~ ^hpc_job_[1-9][0-9]{0,9}(_.+)?$ ]] || continue
-    [[ -z ${BASH_REMATCH[1]} || ${BASH_REMATCH[1]} == "_$NODE" ]] && candidates+=("$entry")
+    # hpc_job_<id>_<node>.XXXXXX: the job's folder made under an unguessable name when
+    # another user had taken the usual one (node_tmpdir.sh); that user's stays (not ours).
+    tail=${BASH_REMATCH[1]}
+    [[ $tail =~ ^(.*)\.[A-Za-z0-9]{6}$ && ${BASH_REMATCH[1]} == "_$NODE" ]] && tail=_$NODE
+    [[ -z $tail || $tail == "_$NODE" ]] && candidates+=("$entry")
   done
   shopt -u nullglob
   declare -gA QUEUED=()

@@ -167,7 +167,7 @@ hpc_container_exec() {
   local dir
   # srun steps inherit the first node's value; the binds (and a dask worker, launchers.sh)
   # need this node's folder.
-  if [[ -n ${HPC_TMPDIR_PATTERN:-} ]] && hpc_node_path_to dir "$HPC_TMPDIR_PATTERN"; then
+  if [[ -n ${HPC_TMPDIR_PATTERN:-} ]] && hpc_node_tmpdir_to dir && [[ -n $dir ]]; then
     export SLURM_TMPDIR=$dir
   fi
   [[ -n ${HPC_CONTAINER:-} ]] || exec "$@"

@@ -26,7 +26,9 @@
 #   hpc_node_path_to VAR TEMPLATE TEMPLATE for this node and user (a node whose name
 #                                 cannot name a folder: message, VAR "", return 1)
 #   hpc_slurm_tmpdir_to VAR       the node-local folder Slurm made for this job, or ""
-#   hpc_node_tmpdir_to VAR        this node's $SLURM_TMPDIR: HPC_TMPDIR_PATTERN for this
+#   hpc_unsafe_chain_to VAR DIR   "" when no other user can swap what the job makes in DIR
+#                                 (owners and modes of DIR and the folders above), else why
+#   hpc_node_tmpdir_to VAR        this node's $SLURM_TMPDIR: HPC_TMPDIR_MAP or HPC_TMPDIR_PATTERN for this
 #                                 node when the job makes its own, else Slurm's
 #   hpc_slurm_*                   the Slurm version, and what differs between versions
 #   hpc_load_modules              module load $HPC_MODULES
@@ -152,27 +154,103 @@ hpc_node_path_to() {
 }
 
 # hpc_slurm_tmpdir_to VAR: the node-local folder Slurm made for this job: $SLURM_TMPDIR,
-# or on clusters that set only TMPDIR, $TMPDIR when it is this job's own (its path names
-# the job id: a TMPDIR of /tmp, or one passed on from the login node, is not); else "".
+# or on clusters that set only TMPDIR, $TMPDIR when it is this job's own; else "". Only
+# positive evidence counts: a component of its path that is the job id the way Slurm's
+# prologs name a job's folder (<id>, job_<id>, job<id>, slurm-<id>, <user>.<id>.<n>).
+# A path that merely contains the digits (a login node's pam_tmpdir
+# /tmp/user/tmp-95-96-97 passed on by sbatch) is not: array tasks would share it.
 hpc_slurm_tmpdir_to() {
   local -n _tmp=$1
+  local _id=${SLURM_JOB_ID:-} _part _parts
   _tmp=${SLURM_TMPDIR:-}
   [[ -z $_tmp ]] || return 0
-  if [[ -n ${TMPDIR:-} && -n ${SLURM_JOB_ID:-} && -d ${TMPDIR:-} && $TMPDIR == *"$SLURM_JOB_ID"* ]]; then
-    _tmp=$TMPDIR
-  fi
+  [[ -n ${TMPDIR:-} && $_id =~ ^[0-9]+$ && -d $TMPDIR ]] || return 0
+  IFS=/ read -r -a _parts <<<"$TMPDIR"
+  for _part in "${_parts[@]}"; do
+    if [[ $_part =~ ^((job|slurm|slurm_job|slurmjob)[_.-]?)?${_id}$ ||
+      $_part =~ ^[A-Za-z0-9_-]+\.${_id}\.[0-9]+$ ]]; then
+      _tmp=$TMPDIR
+      return 0
+    fi
+  done
   return 0
 }
 
 # hpc_node_tmpdir_to VAR: this node's $SLURM_TMPDIR: the job's own folder when the job
-# makes one (HPC_TMPDIR_PATTERN, %n = this node; staging.sh), else the one Slurm set.
-# Steps on other nodes inherit the first node's value: they ask here for their own.
+# makes one (staging.sh): the one HPC_TMPDIR_MAP names for this node (a folder made under
+# another name because the usual one was taken), else HPC_TMPDIR_PATTERN for this node
+# (%n); else the one Slurm set. Steps on other nodes inherit the first node's value: they
+# ask here for their own.
 hpc_node_tmpdir_to() {
   if [[ -n ${HPC_TMPDIR_PATTERN:-} ]]; then
+    local _hnt_node _hnt_line
+    hpc_node_name_to _hnt_node
+    while IFS= read -r _hnt_line; do
+      if [[ $_hnt_line == "$_hnt_node"$'\t'* ]]; then
+        printf -v "$1" '%s' "${_hnt_line#*$'\t'}"
+        return 0
+      fi
+    done <<<"${HPC_TMPDIR_MAP:-}"
     hpc_node_path_to "$1" "$HPC_TMPDIR_PATTERN"
   else
     hpc_slurm_tmpdir_to "$1"
   fi
+}
+
+# hpc_unsafe_chain_to VAR DIR: "" when every folder DIR relies on is safe for the job's
+# files: DIR and each folder above it (as written, and once links are resolved) belongs to
+# this user or root, and no other user can write to it unless it is sticky (/tmp, 1777:
+# others cannot rename or remove what is yours there). A folder writable by its group
+# counts as safe only for the user's own group (named as the user). Else VAR says which
+# folder fails, why, and what to do. Another user who owns or can write to a folder above
+# the job's could swap the job's folder for a link to theirs while it runs.
+hpc_unsafe_chain_to() {
+  local -n _unsafe=$1
+  local dir=$2 real
+  _unsafe=""
+  if [[ $dir != /* ]]; then
+    _unsafe="$dir is not an absolute path"
+    return 0
+  fi
+  _hpc_chain_walk_to _unsafe "$dir"
+  [[ -z $_unsafe ]] || return 0
+  real=$(cd -P -- "$dir" 2>/dev/null && pwd -P) || {
+    _unsafe="$dir cannot be entered"
+    return 0
+  }
+  [[ $real == "$dir" ]] || _hpc_chain_walk_to _unsafe "$real"
+}
+
+# _hpc_chain_walk_to VAR DIR: hpc_unsafe_chain_to's check of DIR's path as written (a
+# link is judged by its own owner; its target by the second walk). One stat for all.
+_hpc_chain_walk_to() {
+  local -n _walk=$1
+  local dir=${2%/} paths=(/) p rest me my_group uid gid mode owner group type i=0
+  rest=${dir#/}
+  p=""
+  while [[ -n $rest ]]; do
+    p+=/${rest%%/*}
+    if [[ $rest == */* ]]; then rest=${rest#*/}; else rest=""; fi
+    [[ ${p##*/} == "" ]] || paths+=("$p")
+  done
+  me=$(id -u) my_group=$(id -un)
+  while read -r uid gid mode owner group type; do
+    p=${paths[i++]}
+    if [[ $uid != 0 && $uid != "$me" ]]; then
+      _walk="$p belongs to $owner, not to you or root: $owner could replace the job's folder below it with a link to files of theirs. Use a folder of your own: ask the admins for one, or set HPC_LOCAL_SCRATCH in the cluster profile to one"
+      return 0
+    fi
+    [[ $type == directory ]] || continue
+    mode=$((8#$mode))
+    if ((mode & 8#1000)); then
+      continue # sticky: others may add their own entries, never touch yours
+    fi
+    if ((mode & 8#002)) || { ((mode & 8#020)) && [[ $group != "$my_group" ]]; }; then
+      _walk="$p can be written by other users (mode $(printf '%04o' "$mode"), not sticky): any of them could replace the job's folder in it. Make it yours only (chmod go-w '$p') or sticky (chmod +t '$p'), or set HPC_LOCAL_SCRATCH in the cluster profile to a folder only you can write"
+      return 0
+    fi
+  done < <(stat -c '%u %g %a %U %G %F' -- "${paths[@]}" 2>/dev/null)
+  ((i == ${#paths[@]})) || _walk="${paths[i]:-$dir} cannot be read (stat failed): the job cannot check who may write there"
 }
 
 # --- Slurm versions (job side) ------------------------------------------------------------

@@ -2,12 +2,13 @@
 # The per-node half of staging.sh: this node's job folder and data. Run as one srun task
 # per node, or sourced by staging.sh for the same functions on the batch node:
 #   node_tmpdir.sh keep BATCH_NODE BATCH_PID   make this node's own $SLURM_TMPDIR, print
-#                                              "ready NODE STEP_ID", hold it until SIGTERM
+#                                              "ready NODE STEP_ID DIR", hold it until SIGTERM
 #                                              (job end, scancel, time limit) or SIGINT
 #                                              (the batch shell is done), remove it
 #   node_tmpdir.sh extract ARCHIVE BYTES       extract the --data archive into this node's
 #                                              $SLURM_TMPDIR, after checking its free space
-# Own folders are named <HPC_LOCAL_SCRATCH, %n and %u expanded>/hpc_job_<SLURM_JOB_ID>_<node>,
+# Own folders are named <HPC_LOCAL_SCRATCH, %n and %u expanded>/hpc_job_<SLURM_JOB_ID>_<node>
+# (or, when another user took that name first, the same with a random .XXXXXX after it),
 # mode 700 (plai_cleanups/ relies on that name): distinct per node even where the nodes
 # share the scratch path (two nodes extracting into one folder collide). Messages go to stderr (the job's log).
 
@@ -15,27 +16,37 @@
 # shellcheck source=virtual_env_hpc_files/job_lib.sh
 source "${BASH_SOURCE[0]%/*}/job_lib.sh"
 
-# hpc_node_make_tmpdir DIR: create DIR (mode 700) in its parent, which must exist (the
-# toolkit never makes the profile's HPC_LOCAL_SCRATCH). One mkdir, without -p: it fails when
-# anything is there already. What is there is taken only when it is a folder (not a link)
-# owned by this user: the same job id on the same node, left by an earlier run of this job
-# (a requeue cut short); it is emptied. Anything else stops the job and is left untouched.
-# Returns 0 only when DIR is this job's folder; only then may it be removed.
+# hpc_node_make_tmpdir DIR: create the job's folder DIR (mode 700) in its parent, which
+# must exist (the toolkit never makes the profile's HPC_LOCAL_SCRATCH) and be safe: no other
+# user owns it or a folder above it, or can write there unless the folder is sticky
+# (hpc_unsafe_chain_to); else the job stops, saying what to fix. One mkdir, without -p: it
+# fails when anything is there already, and never follows a link. What is there is taken
+# only when it is a folder (not a link) owned by this user: the same job id on the same
+# node, left by an earlier run of this job (a requeue cut short); it is emptied. Anything
+# else (another user's folder made ahead of this job under its predictable name, a link)
+# is left untouched, and the job makes DIR.XXXXXX instead (mktemp -d: a name nobody can
+# guess, mode 700; plai_cleanups/ knows it by its hpc_job_<id>_<node> start).
+# Sets HPC_NODE_TMPDIR to the folder made; returns 0 only then: only it may be removed.
 hpc_node_make_tmpdir() {
-  local dir=$1 parent=${1%/*}
+  local dir=$1 parent=${1%/*} unsafe made
+  HPC_NODE_TMPDIR=""
   if [[ ! -d $parent ]]; then
     hpc_error "the local scratch folder $parent does not exist (or is not a folder) on this node (HPC_LOCAL_SCRATCH='${HPC_LOCAL_SCRATCH:-}' in the cluster profile): the job makes no folders there. Create it, or set HPC_LOCAL_SCRATCH in the profile to a folder on the node's local disk that exists"
     return 1
   fi
+  hpc_unsafe_chain_to unsafe "$parent"
+  if [[ -n $unsafe ]]; then
+    hpc_error "the local scratch folder $parent is not safe for the job's files: $unsafe. The job stops before making anything there"
+    return 1
+  fi
   if mkdir -m 700 -- "$dir" 2>/dev/null; then
-    [[ -d $dir && ! -L $dir && -O $dir ]] && return 0
+    _hpc_node_took "$dir" && return 0
     hpc_error "$dir changed under the job right after it was made: the job stops"
     return 1
   fi
   if [[ -d $dir && ! -L $dir && -O $dir ]]; then
     hpc_log >&2 "$dir is left from an earlier run of this job: starting it afresh"
-    if hpc_node_remove_tmpdir "$dir" && mkdir -m 700 -- "$dir" 2>/dev/null &&
-      [[ -d $dir && ! -L $dir && -O $dir ]]; then
+    if hpc_node_remove_tmpdir "$dir" && mkdir -m 700 -- "$dir" 2>/dev/null && _hpc_node_took "$dir"; then
       return 0
     fi
   fi
@@ -47,13 +58,24 @@ hpc_node_make_tmpdir() {
   elif [[ -e $dir ]]; then
     what="it exists and is not a folder"
   fi
-  hpc_error "cannot create $dir ($what; it is not this job's folder and is left alone): the job stops. Ask the owner or the admins to remove it"
+  if [[ -e $dir || -L $dir ]] && made=$(mktemp -d -- "$dir.XXXXXX" 2>/dev/null) && _hpc_node_took "$made"; then
+    hpc_log >&2 "local scratch: $dir is taken ($what; not this job's, left alone): the job uses $made instead"
+    return 0
+  fi
+  hpc_error "cannot create $dir ($what; it is not this job's folder and is left alone), nor a folder beside it: the job stops. Ask the owner or the admins to remove it"
   return 1
 }
 
-# hpc_node_remove_tmpdir DIR: remove a job folder (only a hpc_job_<id>_<node> folder),
-# even when the program left read-only folders in it. A link is removed, never followed.
-# Called only for a folder hpc_node_make_tmpdir made for this job.
+# _hpc_node_took DIR: DIR, just made, is this user's folder (not a link): HPC_NODE_TMPDIR.
+_hpc_node_took() {
+  [[ -d $1 && ! -L $1 && -O $1 ]] || return 1
+  HPC_NODE_TMPDIR=$1
+}
+
+# hpc_node_remove_tmpdir DIR: remove a job folder (only a hpc_job_<id>_<node> folder, or
+# the hpc_job_<id>_<node>.XXXXXX made in its place), even when the program left read-only
+# folders in it. A link is removed, never followed. Called only for a folder
+# hpc_node_make_tmpdir made for this job.
 hpc_node_remove_tmpdir() {
   local dir=$1
   [[ ${dir##*/} =~ ^hpc_job_[0-9]+(_[A-Za-z0-9][A-Za-z0-9._-]*)?$ ]] || {
@@ -121,8 +143,9 @@ hpc_node_keep() {
     printf 'error %s\n' "$node" # the batch shell stops at once instead of waiting
     exit 1
   fi
+  dir=$HPC_NODE_TMPDIR # (another name when the usual one was taken)
   trap 'stop=1; [[ -z $nap ]] || kill "$nap" 2>/dev/null' TERM INT
-  printf 'ready %s %s\n' "$node" "${SLURM_STEP_ID:-?}"
+  printf 'ready %s %s %s\n' "$node" "${SLURM_STEP_ID:-?}" "$dir"
   while ((stop == 0)); do
     sleep 3600 &
     nap=$!

@@ -173,45 +173,53 @@ _hpc_pack_dirs() {
 # _hpc_pack_start I SLOT: start line I in SLOT, in the background, its output in its log
 # (its folders are made beforehand: _hpc_pack_dirs).
 _hpc_pack_start() {
-  local i=$1 s=$2 cmd=${HPC_PACK_LINE_CMDS[$1]} log ck pin=() what
-  ck=$HPC_EXP_DIR/checkpoints/task_$i
+  local i=$1 s=$2 cmd=${HPC_PACK_LINE_CMDS[$1]} log what
   log=$HPC_OUTPUT_DIR/$exp_name-${SLURM_ARRAY_JOB_ID:-${SLURM_JOB_ID:-local}}-line$i.out
-  [[ $HPC_PACK_PIN != yes ]] || pin=(taskset -c "${HPC_PACK_SLOT_CPUS[s]}")
   what="CPUs ${HPC_PACK_SLOT_CPUS[s]:-shared}"
   [[ -z ${HPC_PACK_SLOT_GPUS[s]:-} ]] || what+=", GPUs ${HPC_PACK_SLOT_GPUS[s]}"
   _hpc_pack_state "$i" running -
   hpc_log "line $i starts (slot $s: $what): $cmd"
   hpc_log "line $i log: $log"
+  local ck=$HPC_EXP_DIR/checkpoints/task_$i refused=0
   [[ -z $HPC_ATTEMPT_DIR ]] || hpc_ckpt_snapshot "$ck" "$HPC_ATTEMPT_DIR/before.$i"
-  local refused=0 HPC_RESUMING HPC_INIT_FROM # (runs.sh exports them: this line's own)
+  local HPC_RESUMING HPC_INIT_FROM # (runs.sh exports them: this line's own)
   hpc_run_settle "$ck" "$i" "$cmd" "line $i: " || refused=1
-  (
-    trap ':' USR1 USR2 TERM INT QUIT HUP
-    exec >>"$log" 2>&1
-    hpc_log "job $HPC_PACK_TARGET, attempt $((HPC_RESTART_COUNT + 1)), line $i (slot $s: $what): $cmd"
-    if ((refused)); then
-      hpc_log "not run: $ck holds another run's checkpoints (the job's log says whose): submit again with --resume, --fresh or another --exp-name"
-      exit 2
-    fi
-    # The line's own variables, exported here (no env process per line; as NAME=VALUE
-    # words: they change only this subshell's copies).
-    local vars=("HPC_TASK_INDEX=$i" "HPC_CHECKPOINT_DIR=$ck" "HPC_PACK_SLOT=$s" "HPC_PACK_LOG=$log")
-    [[ -z ${HPC_RESULTS_DIR:-} ]] || vars+=("HPC_RESULTS_DIR=$HPC_RESULTS_DIR/task_$i")
-    if [[ -n ${HPC_PACK_SLOT_GPUS[s]:-} ]]; then
-      vars+=("CUDA_VISIBLE_DEVICES=${HPC_PACK_SLOT_GPUS[s]}")
-      [[ -z ${GPU_DEVICE_ORDINAL:-} ]] || vars+=("GPU_DEVICE_ORDINAL=${HPC_PACK_SLOT_GPUS[s]}")
-    fi
-    # Threads: the line's share, unless the user chose a number (job_runtime.sh's default
-    # is the job's whole CPU count).
-    [[ ${OMP_NUM_THREADS:-} != "${SLURM_CPUS_PER_TASK:-1}" ]] || vars+=("OMP_NUM_THREADS=$HPC_PACK_THREADS")
-    export "${vars[@]}"
-    local argv ran
-    hpc_line_expanded_to ran "$cmd" # with the line's own variables
-    [[ -z $ran ]] || hpc_log "line $i runs as: $ran"
-    hpc_run_line_argv_to argv "$cmd" # (run_line.sh, without its bash)
-    exec setsid "${pin[@]}" "${argv[@]}"
-  ) </dev/null &
+  # A function, not an inline ( ... ): bash reports a background job that a signal killed
+  # (a line's `kill -9 0`, the OOM killer) with the job's source text, in the job log.
+  _hpc_pack_line "$i" "$s" "$what" "$log" "$refused" </dev/null &
   HPC_PACK_PID_LINE[$!]=$i HPC_PACK_PID_SLOT[$!]=$s HPC_PACK_PID_START[$!]=$SECONDS
+}
+
+# _hpc_pack_line I SLOT WHAT LOG [REFUSED]: (a background subshell of the batch shell)
+# become line I: its log, its variables, then exec its command in a session of its own.
+# REFUSED=1: its folder holds another run's checkpoints (runs.sh): it ends at once, 2.
+_hpc_pack_line() {
+  local i=$1 s=$2 what=$3 log=$4 cmd=${HPC_PACK_LINE_CMDS[$1]} pin=() argv
+  trap ':' USR1 USR2 TERM INT QUIT HUP
+  exec >>"$log" 2>&1
+  hpc_log "job $HPC_PACK_TARGET, attempt $((HPC_RESTART_COUNT + 1)), line $i (slot $s: $what): $cmd"
+  if ((${5:-0})); then
+    hpc_log "not run: $HPC_EXP_DIR/checkpoints/task_$i holds another run's checkpoints (the job's log says whose): submit again with --resume, --fresh or another --exp-name"
+    exit 2
+  fi
+  [[ $HPC_PACK_PIN != yes ]] || pin=(taskset -c "${HPC_PACK_SLOT_CPUS[s]}")
+  # The line's own variables, exported here (no env process per line; as NAME=VALUE
+  # words: they change only this subshell's copies).
+  local vars=("HPC_TASK_INDEX=$i" "HPC_CHECKPOINT_DIR=$HPC_EXP_DIR/checkpoints/task_$i" "HPC_PACK_SLOT=$s" "HPC_PACK_LOG=$log")
+  [[ -z ${HPC_RESULTS_DIR:-} ]] || vars+=("HPC_RESULTS_DIR=$HPC_RESULTS_DIR/task_$i")
+  if [[ -n ${HPC_PACK_SLOT_GPUS[s]:-} ]]; then
+    vars+=("CUDA_VISIBLE_DEVICES=${HPC_PACK_SLOT_GPUS[s]}")
+    [[ -z ${GPU_DEVICE_ORDINAL:-} ]] || vars+=("GPU_DEVICE_ORDINAL=${HPC_PACK_SLOT_GPUS[s]}")
+  fi
+  # Threads: the line's share, unless the user chose a number (job_runtime.sh's default
+  # is the job's whole CPU count).
+  [[ ${OMP_NUM_THREADS:-} != "${SLURM_CPUS_PER_TASK:-1}" ]] || vars+=("OMP_NUM_THREADS=$HPC_PACK_THREADS")
+  export "${vars[@]}"
+  local ran
+  hpc_line_expanded_to ran "$cmd" # with the line's own variables
+  [[ -z $ran ]] || hpc_log "line $i runs as: $ran"
+  hpc_run_line_argv_to argv "$cmd" # (run_line.sh, without its bash)
+  exec setsid "${pin[@]}" "${argv[@]}"
 }
 
 # _hpc_pack_warn_line PID: the wall-time/preemption warning for one running line, and its
@@ -318,6 +326,12 @@ hpc_pack_run() {
     hpc_log "pack: $((${#HPC_PACK_ORDER[@]} - ${#todo[@]})) line(s) ended in an earlier attempt of this job; running the ${#todo[@]} left: ${todo[*]}"
   for ((s = 0; s < HPC_PACK; s++)); do free+=("$s"); done
   _hpc_pack_dirs "${todo[@]}"
+  # bash reports a background job killed by a signal it does not trap ("line 129: 2224
+  # Killed  _hpc_pack_line ...") in the job log; SIGKILL (a line's `kill -9 0`, the OOM
+  # killer) can never be caught, but a trap on it marks it trapped and keeps the log clean.
+  # The line's own exit code (137) is logged below as for any line.
+  # shellcheck disable=SC2173 # (on purpose: only bash's report is wanted off, see above)
+  trap ':' KILL
   if [[ -z $HPC_SIGNALLED ]]; then
     hpc_start_preempt_watch
   else
@@ -349,6 +363,7 @@ hpc_pack_run() {
     _hpc_pack_ended "$pid" "$rc"
   done
   hpc_stop_preempt_watch
+  trap - KILL
   _hpc_pack_finish "$restarts" "${todo[@]}"
 }
 

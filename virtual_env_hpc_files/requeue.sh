@@ -222,6 +222,7 @@ hpc_stop_preempt_watch() {
 # leaves it as it was).
 hpc_on_term() {
   local state="" when="" restarts=""
+  HPC_TERM_AT_US=${EPOCHREALTIME/[.,]/} # Slurm's KillWait counts from here (staging.sh)
   if ((HPC_REQUEUED)); then
     hpc_log "requeued: Slurm ends this attempt (SIGTERM)"
     return 0

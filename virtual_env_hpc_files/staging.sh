@@ -41,6 +41,12 @@ hpc_prepare_tmpdir() {
   [[ -n ${SLURM_TMPDIR:-} ]] || from=TMPDIR
   hpc_slurm_tmpdir_to SLURM_TMPDIR # or this job's TMPDIR, where Slurm sets only that (job_lib.sh)
   if [[ $mode != no && -n ${SLURM_TMPDIR:-} && -d ${SLURM_TMPDIR:-} ]]; then
+    # The site's own set-up, which the user cannot change (and whose folders may belong to
+    # a service user such as SlurmUser): said, not refused.
+    local unsafe
+    hpc_unsafe_chain_to unsafe "$SLURM_TMPDIR"
+    [[ -z $unsafe ]] ||
+      hpc_log "WARNING: local scratch: \$SLURM_TMPDIR=$SLURM_TMPDIR (\$$from, made by the cluster) may not be safe for the job's files: $unsafe. Tell your admins"
     if [[ -n ${HPC_LOCAL_RUN:-} ]]; then
       hpc_log "local scratch: \$SLURM_TMPDIR=$SLURM_TMPDIR (made by the --local run, removed at its end)"
     else
@@ -64,6 +70,9 @@ _hpc_own_tmpdirs() {
   [[ $base == /* ]] ||
     hpc_fail "HPC_LOCAL_SCRATCH '$HPC_LOCAL_SCRATCH' is not an absolute path: fix the cluster profile"
   export HPC_TMPDIR_PATTERN=${base%/}/hpc_job_${SLURM_JOB_ID:?}_%n
+  # HPC_TMPDIR_MAP: each node's folder where it is not the usual name (node_tmpdir.sh),
+  # for the steps that ask hpc_node_tmpdir_to: "NODE<tab>DIR" lines.
+  export HPC_TMPDIR_MAP=""
   hpc_node_tmpdir_to dir || hpc_fail "could not name the job's local scratch folder"
   SLURM_TMPDIR=$dir
   # The hook stops the keepers, and removes this node's folder once it is known to be ours.
@@ -72,7 +81,8 @@ _hpc_own_tmpdirs() {
     _hpc_start_keepers "$nodes"
   else
     hpc_node_make_tmpdir "$dir" || hpc_fail "could not make the job's local scratch folder"
-    HPC_OWN_TMPDIR=$dir
+    HPC_OWN_TMPDIR=$HPC_NODE_TMPDIR SLURM_TMPDIR=$HPC_NODE_TMPDIR
+    [[ $HPC_NODE_TMPDIR == "$dir" ]] || HPC_TMPDIR_MAP=${SLURMD_NODENAME:-}$'\t'$HPC_NODE_TMPDIR
   fi
   hpc_log "local scratch: \$SLURM_TMPDIR=$SLURM_TMPDIR (made by the job on $nodes node(s), removed at its end)"
 }
@@ -83,7 +93,7 @@ _hpc_own_tmpdirs() {
 # the first keeper's answer that line (README: The job's environment). The user's command
 # keeps it (Lmod's module function reaches non-interactive shells through it).
 _hpc_start_keepers() {
-  local nodes=$1 i line node
+  local nodes=$1 i line node dir
   exec {HPC_KEEPER_FD}< <(exec srun --overlap --job-name=hpc-tmpdir --nodes="$nodes" \
     --ntasks="$nodes" --ntasks-per-node=1 --cpus-per-task=1 \
     env -u BASH_ENV bash "$HPC_NODE_SCRIPT" keep "${SLURMD_NODENAME:-}" "$$" </dev/null)
@@ -94,10 +104,15 @@ _hpc_start_keepers() {
     [[ -z ${HPC_SIGNALLED:-} ]] || hpc_fail "the job was signalled ($HPC_SIGNALLED) while making its local scratch folders"
     [[ $line == "ready "* ]] ||
       hpc_fail "could not make the job's local scratch folder on every node (${i} of $nodes ready; srun's or the node's message is above; this needs srun --overlap, Slurm 20.11 or later)"
-    HPC_KEEPER_STEP=${line##* }
+    # "ready NODE STEP DIR" (DIR last: it may hold spaces).
+    read -r _ node HPC_KEEPER_STEP dir <<<"$line"
+    local usual
+    hpc_expand_path_to usual "$HPC_TMPDIR_PATTERN" "$node" ""
+    [[ $dir == "$usual" || -z $dir ]] || HPC_TMPDIR_MAP+=${HPC_TMPDIR_MAP:+$'\n'}$node$'\t'$dir
     # This node's keeper made this node's folder: from now on the batch shell removes it.
-    read -r _ node _ <<<"$line"
-    [[ $node != "${SLURMD_NODENAME:-}" ]] || HPC_OWN_TMPDIR=$SLURM_TMPDIR
+    if [[ $node == "${SLURMD_NODENAME:-}" ]]; then
+      HPC_OWN_TMPDIR=${dir:-$SLURM_TMPDIR} SLURM_TMPDIR=${dir:-$SLURM_TMPDIR}
+    fi
   done
 }
 
@@ -169,11 +184,25 @@ _hpc_sync_loop() {
   done
 }
 
-# hpc_results_sync: copy the results folder to shared scratch now (rsync -a, else cp -a;
-# nothing is deleted there). Safe to call at any time, also from a signal handler: copies
-# never overlap. Returns non-zero (and says why in the log) when the copy failed.
+# hpc_results_sync: copy the results folder to shared scratch now; nothing is deleted
+# there. Safe to call at any time, also from a signal handler: copies never overlap.
+# What comes back, and how (README.md, "Results"):
+# - only this user's files: an entry of another user (a file planted in a shared results
+#   folder) stays, with its folder's content, and the log says so;
+# - modes are not taken from the node: files arrive as the user's new files do (umask), so
+#   a folder the program left open (777) does not arrive open;
+# - a link that leads into the job's node-local folders ($SLURM_TMPDIR, its results) is
+#   copied as what it leads to (the node's folder is removed at the end); any other link
+#   is copied as a link, and the log says where it leads; links are never followed to
+#   decide what else to copy;
+# - sparse files stay sparse (rsync --sparse, tar -S);
+# - after a SIGTERM (HPC_RESULTS_DEADLINE_US, hpc_hooks_before_kill) the copy is cut off
+#   in time to list, before Slurm's SIGKILL, what did not come back; rsync keeps a cut-off
+#   file in .hpc_partial/ beside it, and the next copy (the final one, a requeued
+#   attempt's) goes on from there. The list is also written to $HPC_RESULTS_DEST/.hpc_not_copied.
+# Returns non-zero (and says why in the log) when something did not come back.
 hpc_results_sync() {
-  local src=${HPC_RESULTS_DIR:-} dest=${HPC_RESULTS_DEST:-} rc=0 out t0=$EPOCHREALTIME
+  local src=${HPC_RESULTS_DIR:-} dest=${HPC_RESULTS_DEST:-} rc=0 t0=$EPOCHREALTIME work
   [[ -n $src && -n $dest ]] || return 0
   if [[ ! -d $src ]]; then
     hpc_log "results: $src is not there: nothing to copy"
@@ -182,25 +211,145 @@ hpc_results_sync() {
   # A folder with no file in it (a packed job's empty task_I folders) makes no empty copy
   # in scratch.
   [[ -n $(find "$src" -mindepth 1 ! -type d -print -quit 2>/dev/null) ]] || return 0
-  local copy=(cp -a -- "$src/." "$dest/") lock=()
-  command -v rsync >/dev/null && copy=(rsync -a -- "$src/" "$dest/")
-  command -v flock >/dev/null && lock=(flock "${SLURM_TMPDIR:-/tmp}/.hpc_results.lock")
-  out=$(mkdir -p -- "$dest" 2>&1 && "${lock[@]}" "${copy[@]}" 2>&1) || rc=$?
-  if ((rc != 0)); then
-    hpc_error "results: copying $src to $dest failed (${copy[0]} exit $rc): ${out:0:2000}"
+  work=$(mktemp -d "${TMPDIR:-/tmp}/hpc_results.XXXXXX" 2>/dev/null) ||
+    work=$(mktemp -d "${SLURM_TMPDIR:-/tmp}/.hpc_results.XXXXXX") || {
+    hpc_error "results: no room for the copy's lists (mktemp failed): nothing copied to $dest"
     return 1
-  fi
+  }
+  _hpc_results_copy "$src" "$dest" "$work" || rc=$?
+  rm -rf -- "$work"
+  ((rc == 0)) || return 1
   hpc_log "results: copied to $dest in $(_hpc_seconds_since "$t0") s"
 }
 
-# hpc_results_final RC: exit hook: stop the periodic copy, copy one last time. When that
-# fails after a successful program, the job fails (exit $HPC_EXIT_RESULTS_LOST).
+# _hpc_results_copy SRC DEST WORK: hpc_results_sync's copy, its lists in WORK.
+_hpc_results_copy() {
+  local src=$1 dest=$2 work=$3 rc=0 out="" left="" why lock=() tmo=() fd
+  _hpc_results_lists "$src" "$work"
+  mkdir -p -- "$dest" 2>/dev/null || {
+    hpc_error "results: copying $src to $dest failed: cannot create $dest, nothing copied (is \$SCRATCH writable from this node?)"
+    return 1
+  }
+  if [[ -n ${HPC_RESULTS_DEADLINE_US:-} ]]; then
+    left=$((HPC_RESULTS_DEADLINE_US - ${EPOCHREALTIME/[.,]/}))
+    if ((left <= 0)); then
+      _hpc_results_missing "$src" "$dest" "$work" "no time was left before Slurm's kill to copy them"
+      return 1
+    fi
+    printf -v left '%d.%06d' $((left / 1000000)) $((left % 1000000))
+    tmo=(timeout -k 1 "$left")
+  fi
+  if command -v flock >/dev/null && exec {fd}>>"${SLURM_TMPDIR:-$work}/.hpc_results.lock"; then
+    lock=(flock "$fd")
+    [[ -z $left ]] || lock=(flock -w "${left%.*}" "$fd")
+    "${lock[@]}" || true
+  fi
+  if command -v rsync >/dev/null; then
+    local base=(rsync -lt --sparse --no-perms --chmod=ugo=rwX --partial-dir=.hpc_partial --from0)
+    [[ -z ${HPC_RESULTS_BWLIMIT:-} ]] || base+=("--bwlimit=$HPC_RESULTS_BWLIMIT")
+    out=$("${tmo[@]}" "${base[@]}" --files-from="$work/copy" -- "$src/" "$dest/" 2>&1) || rc=$?
+    if ((rc == 0)) && [[ -s $work/deref ]]; then
+      out=$("${tmo[@]}" "${base[@]}" -rL --files-from="$work/deref" -- "$src/" "$dest/" 2>&1) || rc=$?
+    fi
+  else
+    # (no rsync: tar, without resuming a cut-off file)
+    out=$({ "${tmo[@]}" tar -C "$src" --null -T "$work/copy" --no-recursion -cSf - |
+      tar -C "$dest" -xf - --no-same-owner --no-same-permissions; } 2>&1) || rc=$?
+    if ((rc == 0)) && [[ -s $work/deref ]]; then
+      out=$({ "${tmo[@]}" tar -C "$src" --null -T "$work/deref" -chSf - |
+        tar -C "$dest" -xf - --no-same-owner --no-same-permissions; } 2>&1) || rc=$?
+    fi
+  fi
+  [[ -z $fd ]] || exec {fd}>&-
+  if ((rc == 0)); then
+    rm -f -- "$dest/.hpc_not_copied"
+    return 0
+  fi
+  why="the copy failed (exit $rc): ${out:0:1500}"
+  ((rc != 124 && rc != 137)) || why="the copy ran out of the time left before Slurm's kill (KillWait)"
+  _hpc_results_missing "$src" "$dest" "$work" "$why"
+  return 1
+}
+
+# _hpc_results_lists SRC WORK: WORK/copy: this user's entries of SRC (folders, files, and
+# links copied as links), NUL-separated, relative; WORK/deref: the links into the job's
+# node-local folders, copied as their content. Logs what stays behind and why.
+_hpc_results_lists() {
+  local src=$1 work=$2 uid entry target to tmp_real="" src_real notes=0
+  uid=$(id -u)
+  : >"$work/deref"
+  [[ -z ${SLURM_TMPDIR:-} ]] || tmp_real=$(cd -P -- "$SLURM_TMPDIR" 2>/dev/null && pwd -P)
+  src_real=$(cd -P -- "$src" 2>/dev/null && pwd -P)
+  # Another user's entries (and whatever is inside them) are pruned, never copied.
+  while IFS= read -r -d '' entry; do
+    ((notes++ < 20)) && hpc_log "results: not copied: $entry (it belongs to $(stat -c %U -- "$src/$entry" 2>/dev/null || echo 'another user'), not to you)"
+  done < <(find "$src" -mindepth 1 ! -uid "$uid" -prune -printf '%P\0' 2>/dev/null)
+  ((notes <= 20)) || hpc_log "results: ... and $((notes - 20)) more entries of other users, not copied"
+  find "$src" -mindepth 1 ! -uid "$uid" -prune -o ! -type l -printf '%P\0' >"$work/copy" 2>/dev/null
+  while IFS= read -r -d '' entry; do
+    target=$(readlink -- "$src/$entry")
+    to=$(realpath -m -- "$src/$entry" 2>/dev/null) || to=""
+    if [[ $target != /* ]] && _hpc_path_under "$to" "$src_real"; then
+      printf '%s\0' "$entry" >>"$work/copy" # relative, within the results: still works there
+    elif _hpc_path_under "$to" "$tmp_real" "$src_real"; then
+      printf '%s\0' "$entry" >>"$work/deref" # the node's folder goes: its content comes back
+    else
+      printf '%s\0' "$entry" >>"$work/copy"
+      hpc_log "results: $entry is a link to $target, outside the job's node-local folders: copied as a link"
+    fi
+  done < <(find "$src" -mindepth 1 ! -uid "$uid" -prune -o -type l -printf '%P\0' 2>/dev/null)
+}
+
+# _hpc_path_under PATH DIR...: PATH is DIR or below one of the DIRs.
+_hpc_path_under() {
+  local p=$1 d
+  shift
+  for d; do
+    [[ -n $d && ($p == "$d" || $p == "$d"/*) ]] && return 0
+  done
+  return 1
+}
+
+# _hpc_results_missing SRC DEST WORK WHY: log (and write to DEST/.hpc_not_copied) this
+# user's files of SRC that are not at DEST with their size, and why.
+_hpc_results_missing() {
+  local src=$1 dest=$2 work=$3 why=$4 entry n=0 list=()
+  if [[ -n ${HPC_RESULTS_EARLY_COPY:-} ]]; then
+    hpc_log "results: the copy started at SIGTERM stopped ($why); the last copy goes on"
+    return 0
+  fi
+  find "$src" -mindepth 1 ! -uid "$(id -u)" -prune -o -type f -printf '%P\t%s\0' 2>/dev/null |
+    sort -z >"$work/src.sizes"
+  find "$dest" -mindepth 1 -name .hpc_partial -prune -o -type f -printf '%P\t%s\0' 2>/dev/null |
+    sort -z >"$work/dest.sizes"
+  while IFS= read -r -d '' entry; do
+    list+=("${entry%$'\t'*}")
+  done < <(comm -z -23 "$work/src.sizes" "$work/dest.sizes")
+  while IFS= read -r -d '' entry; do
+    [[ -e $dest/$entry && ! -L $dest/$entry ]] || list+=("$entry")
+  done <"$work/deref"
+  hpc_error "results: NOT all copied back to $dest: ${#list[@]} file(s) did not come back: $why. They are lost with the node's folder unless a later copy gets them"
+  for entry in "${list[@]}"; do
+    ((n++ < 30)) || break
+    hpc_log "results: not copied: $entry" >&2
+  done
+  ((${#list[@]} <= 30)) || hpc_log "results: ... and $((${#list[@]} - 30)) more (the whole list: $dest/.hpc_not_copied)" >&2
+  ((${#list[@]} == 0)) || { printf '%s\n' "${list[@]}" >"$dest/.hpc_not_copied"; } 2>/dev/null || true
+}
+
+# hpc_results_final RC: exit hook: stop the periodic copy, wait for the copy a SIGTERM
+# started (hpc_hooks_before_kill), copy one last time. When that fails after a successful
+# program, the job fails (exit $HPC_EXIT_RESULTS_LOST).
 hpc_results_final() {
   local rc=${1:-0}
   if [[ -n $HPC_SYNC_PID ]]; then
     kill "$HPC_SYNC_PID" 2>/dev/null
     wait "$HPC_SYNC_PID" 2>/dev/null
     HPC_SYNC_PID=""
+  fi
+  if [[ -n ${HPC_RESULTS_EARLY_PID:-} ]]; then
+    hpc_wait_child "$HPC_RESULTS_EARLY_PID" >/dev/null 2>&1 || true
+    HPC_RESULTS_EARLY_PID=""
   fi
   hpc_results_sync && return 0
   if ((rc == 0)); then
@@ -239,14 +388,26 @@ hpc_stage_data() {
   hpc_log "data: ${HPC_DATA_ARCHIVE##*/} ($size) extracted into \$SLURM_TMPDIR on $nodes node(s) in $(_hpc_seconds_since "$t0") s"
 }
 
+# Seconds (in microseconds) that the results copy after a SIGTERM leaves of Slurm's
+# KillWait, to list what did not come back and remove the job's folders.
+HPC_KILL_RESERVE_US=1500000
+
 # hpc_hooks_before_kill: after a SIGTERM that ends the job (scancel, time limit), Slurm
-# kills every process KillWait seconds later. The program gets the first half of that
-# to exit; then the exit hooks (results copy, folder removal) run at once, while there is
+# kills every process KillWait seconds later. The results copy starts at once, in the
+# background, budgeted to end HPC_KILL_RESERVE_US before the kill; the program gets the
+# first half of KillWait to exit; then the exit hooks (the last copy of what the program
+# wrote meanwhile, within the same budget; folder removal) run at once, while there is
 # still time, instead of after a program that may never end. Called by the TERM handler.
 hpc_hooks_before_kill() {
-  local kill_wait t0=${EPOCHREALTIME/[.,]/}
+  local kill_wait t0=${HPC_TERM_AT_US:-${EPOCHREALTIME/[.,]/}}
   kill_wait=$(scontrol show config 2>/dev/null | awk '$1 == "KillWait" { print $3 + 0 }')
   [[ $kill_wait =~ ^[0-9]+$ ]] && ((kill_wait > 0)) || kill_wait=30
+  HPC_RESULTS_DEADLINE_US=$((t0 + kill_wait * 1000000 - HPC_KILL_RESERVE_US))
+  if [[ -n ${HPC_RESULTS_DIR:-} && -n ${HPC_RESULTS_DEST:-} ]]; then
+    hpc_log "results: copying to $HPC_RESULTS_DEST now, within the $kill_wait s Slurm gives before its kill"
+    HPC_RESULTS_EARLY_COPY=1 hpc_results_sync </dev/null &
+    HPC_RESULTS_EARLY_PID=$!
+  fi
   while [[ -n ${HPC_CHILD_PID:-} ]] && kill -0 "$HPC_CHILD_PID" 2>/dev/null &&
     ((${EPOCHREALTIME/[.,]/} - t0 < kill_wait * 500000)); do
     sleep 0.1

@@ -10,21 +10,42 @@
 # hpc_code_settle: J_GIT_COMMIT and J_GIT_BRANCH ("" outside git); --snapshot needs git.
 hpc_code_settle() {
   J_GIT_COMMIT="" J_GIT_BRANCH="" J_SNAPSHOT_DIR="" J_SNAPSHOT_TREE=""
-  local out
+  local out err="" refused=""
   # One git process, and only for a project in a repository (a .git in it or a folder
   # above, or GIT_DIR set): HEAD's commit and its branch ("HEAD" when detached); it fails
   # in a repository with no commit yet.
-  if _hpc_code_in_repo "$J_SOURCE_DIR" && command -v git >/dev/null &&
-    out=$(git -C "$J_SOURCE_DIR" rev-parse HEAD --abbrev-ref HEAD 2>/dev/null) &&
-    [[ $out =~ ^([0-9a-f]{40,64})$'\n'(.+)$ ]]; then
-    J_GIT_COMMIT=${BASH_REMATCH[1]} J_GIT_BRANCH=${BASH_REMATCH[2]}
-    [[ $J_GIT_BRANCH != HEAD ]] || J_GIT_BRANCH="(detached)"
+  if _hpc_code_in_repo "$J_SOURCE_DIR" && command -v git >/dev/null; then
+    err=$(mktemp "${TMPDIR:-/tmp}/hpc_git.XXXXXX" 2>/dev/null) || err=/dev/null
+    if out=$(git -C "$J_SOURCE_DIR" rev-parse HEAD --abbrev-ref HEAD 2>"$err") &&
+      [[ $out =~ ^([0-9a-f]{40,64})$'\n'(.+)$ ]]; then
+      J_GIT_COMMIT=${BASH_REMATCH[1]} J_GIT_BRANCH=${BASH_REMATCH[2]}
+      [[ $J_GIT_BRANCH != HEAD ]] || J_GIT_BRANCH="(detached)"
+    elif [[ $err != /dev/null ]]; then
+      _hpc_code_refused_to refused "$(<"$err")"
+    fi
+    [[ $err == /dev/null ]] || rm -f -- "$err"
   fi
-  if [[ -z $J_GIT_COMMIT ]]; then
+  if [[ -z $J_GIT_COMMIT && -n $refused ]]; then
+    # Git's safe.directory check (2.35.2+): a repository owned by another user is not read.
+    ((OPT_SNAPSHOT == 0)) || die_usage "--snapshot copies the project's git-tracked files, but $refused"
+    warn "$refused; the code this job runs is not recorded"
+  elif [[ -z $J_GIT_COMMIT ]]; then
     ((OPT_SNAPSHOT == 0)) ||
       die_usage "--snapshot copies the project's git-tracked files, but $J_SOURCE_DIR is not in a git repository with a commit (git init && git add -A && git commit), or git is missing: drop --snapshot"
     # Said in the job's log (job_runtime.sh), not here: a submission outside git is normal.
   fi
+}
+
+# _hpc_code_refused_to VAR GIT_STDERR: when git refused the repository as another user's
+# ("detected dubious ownership in repository at 'DIR'"), VAR says so and what to do; else "".
+_hpc_code_refused_to() {
+  local -n _why=$1
+  local repo owner
+  _why=""
+  [[ $2 =~ dubious\ ownership\ in\ repository\ at\ \'([^$'\n']*)\' ]] || return 0
+  repo=${BASH_REMATCH[1]}
+  owner=$(stat -c %U -- "$repo" 2>/dev/null) || owner="another user"
+  _why="git refuses to read the repository $repo: it belongs to $owner, not to you (git's \"dubious ownership\" check). If you trust it: git config --global --add safe.directory $repo (or copy the project into a folder of your own)"
 }
 
 # _hpc_code_in_repo DIR: DIR may be in a git repository: GIT_DIR is set, or DIR or a folder

@@ -166,6 +166,21 @@ hpc_local_run() {
   return "$first_rc"
 }
 
+# sbatch's options that salloc refuses ("unrecognized option", Slurm 22.05), less those
+# the toolkit manages itself (validate.sh refuses them everywhere).
+HPC_SBATCH_ONLY_OPTIONS=(kill-on-invalid-dep input export-file ignore-pbs parsable propagate test-only batch)
+
+# _hpc_sbatch_only OPTION: true when OPTION (--name or --name=value) is one of them, or an
+# unambiguous prefix of one (sbatch takes --kill-on for --kill-on-invalid-dep).
+_hpc_sbatch_only() {
+  local name=${1#--} only
+  name=${name%%=*}
+  for only in "${HPC_SBATCH_ONLY_OPTIONS[@]}"; do
+    [[ ${#name} -lt 3 || $only != "$name"* ]] || return 0
+  done
+  return 1
+}
+
 # _hpc_local_pack_summary_to VAR DIR N: "local run: 3 of 4 line(s) succeeded; failed: line
 # 1 (exit 3)" from the per-line outcome files (virtual_env_hpc_files/pack.sh) in DIR.
 _hpc_local_pack_summary_to() {
@@ -204,7 +219,13 @@ hpc_interactive_argv_to() {
   [[ -z $gpu ]] || _ia+=("$gpu")
   [[ -z $J_MEM ]] || _ia+=("--mem=$J_MEM")
   [[ -z $J_MEM_PER_GPU ]] || _ia+=("--mem-per-gpu=$J_MEM_PER_GPU")
-  for extra in "${J_SBATCH_OPTIONS[@]}"; do _ia+=("--${extra#--}"); done
+  for extra in "${J_SBATCH_OPTIONS[@]}"; do
+    if _hpc_sbatch_only "$extra"; then
+      warn "--sbatch-option '$extra' is for batch jobs only: not given to salloc (it would refuse it)"
+      continue
+    fi
+    _ia+=("--${extra#--}")
+  done
   _ia+=(srun --interactive --preserve-env --pty --nodes=1 --ntasks=1 bash --rcfile "$2" -i)
 }
 

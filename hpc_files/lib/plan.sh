@@ -84,6 +84,9 @@ hpc_plan_settle_job_side() {
   ((OPT_LOCAL == 0)) || J_PREEMPT_WATCH=no # nothing to watch without Slurm
   J_LIGHTNING_HOOK=${HPC_LIGHTNING_HOOK:-yes}
   J_KEEPER_TIMEOUT=${HPC_KEEPER_TIMEOUT:-120}
+  J_RESULTS_BWLIMIT=${HPC_RESULTS_BWLIMIT:-}
+  [[ -z $J_RESULTS_BWLIMIT ]] || is_count "$J_RESULTS_BWLIMIT" ||
+    die "HPC_RESULTS_BWLIMIT='$J_RESULTS_BWLIMIT' is not a whole number of KiB/s: fix or unset it"
   J_CONTAINER_RUNTIME=${HPC_CONTAINER_RUNTIME:-}
   J_LOCAL_RUN=$((OPT_LOCAL))
   local name
@@ -96,12 +99,12 @@ hpc_plan_settle_job_side() {
   ! has_newline "$J_CONTAINER_RUNTIME" || die "HPC_CONTAINER_RUNTIME holds a newline"
 }
 
-# The job-side settings the submitting side reads from its environment (README: The
-# job's environment) and the plan exports again for the job: inside a job of the toolkit
+# The job-side settings the submitting side reads from its environment (docs/reference.md:
+# The job's environment) and the plan exports again for the job: inside a job of the toolkit
 # they hold that job's plan, not the user's wish (tests/unit/job_env.bats keeps this list
 # complete).
 HPC_PLAN_ENV_SETTINGS=(HPC_VENV HPC_REQUEUE_MARGIN HPC_REQUEUE_ON_TERM HPC_KILL_AFTER
-  HPC_PREEMPT_WATCH HPC_LIGHTNING_HOOK HPC_KEEPER_TIMEOUT HPC_CONTAINER_RUNTIME)
+  HPC_PREEMPT_WATCH HPC_LIGHTNING_HOOK HPC_KEEPER_TIMEOUT HPC_CONTAINER_RUNTIME HPC_RESULTS_BWLIMIT)
 
 # hpc_plan_forget_enclosing_job: a submission from inside a job of the toolkit (a line that
 # submits follow-up work, an --interactive session) plans as one from a clean shell: each
@@ -354,6 +357,7 @@ hpc_plan_exports() {
   _export HPC_PROVIDES_TMPDIR "$J_PROVIDES_TMPDIR"
   _export HPC_LOCAL_SCRATCH "$J_LOCAL_SCRATCH"
   _export HPC_KEEPER_TIMEOUT "$J_KEEPER_TIMEOUT"
+  [[ -z ${J_RESULTS_BWLIMIT:-} ]] || _export HPC_RESULTS_BWLIMIT "$J_RESULTS_BWLIMIT"
   # --local: the job runs on this machine, under local_slurm/'s stand-ins (local.sh).
   [[ ${J_LOCAL_RUN:-0} == 0 ]] || _export HPC_LOCAL_RUN 1
   # --data, --results-dir, --sync-every (staging.sh); absent when not used.

@@ -254,7 +254,20 @@ def _pick_one(group: Group, task_id: str | None, task_no: int | None, q: TaskQue
     return chosen[0]
 
 
+def _not_regular(path: Path) -> bool:
+    """A log path that exists but is no regular file (a device, a fifo: an edited ledger's
+    log field): reading it could never end, so it is never read."""
+    return path.exists() and not path.is_file()
+
+
+def _refuse_not_regular(path: Path) -> None:
+    if _not_regular(path):
+        die(f"{path} is not a regular file: not read (the ledger names it as a log: edited?)", 1)
+
+
 def _tail(path: Path, lines: int) -> str:
+    if _not_regular(path):
+        return "(no log: not a regular file)\n"
     try:
         with open(path, "rb") as fh:
             data = fh.read()
@@ -273,6 +286,7 @@ def _follow(task: Task, path: Path) -> None:
     done = False
     offset = 0
     said_waiting = False
+    _refuse_not_regular(path)
     while True:
         now = time.monotonic()
         if now - last_poll >= POLL_S:
@@ -280,6 +294,7 @@ def _follow(task: Task, path: Path) -> None:
             st = query_tasks(job_ids).tasks.get((task.job.job_id, task.index))
             done = st is not None and st.state in FINISHED
         if path.exists():
+            _refuse_not_regular(path)
             with open(path, "rb") as fh:
                 fh.seek(offset)
                 chunk = fh.read()
@@ -458,6 +473,7 @@ def _show_whole(chosen: list[tuple[Task, Path]]) -> None:
 
 
 def _print_whole(path: Path, task: Task) -> None:
+    _refuse_not_regular(path)
     if not path.exists():
         warn(f"no log yet at {path} (pending? `hpc status {task.slurm_id}`; -f waits for it)")
         return

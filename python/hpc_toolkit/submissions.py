@@ -25,6 +25,10 @@ LEDGER = Path("hpc_outputs", "jobs", "submissions.tsv")
 SUBMISSION_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+-]{0,200}")
 _ARRAY_LINE = re.compile(r'#SBATCH --array="?([0-9][0-9,\-:]*)(?:%([0-9]+))?"?\s*$')
 _EXPORT_LINE = re.compile(r"export ([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+# The most tasks one ledger line (one sbatch call) may count. Slurm caps an array at
+# MaxArraySize (at most 4000001, usually 1001) and sites' MaxJobCount far lower; a
+# hand-edited count above this is a bad line, not a minute of listing tasks.
+MAX_TASKS_PER_LINE = 1_000_000
 
 
 class LocateError(RuntimeError):
@@ -56,8 +60,11 @@ class SlurmJob:
         if not self.log:
             suffix = f"_{index}" if index is not None else ""
             return scratch_dir / "hpc_outputs" / f"{self.exp_name}-{self.job_id}{suffix}.out"
-        text = self.log.replace("%A", self.job_id).replace("%a", str(index or 0))
-        return Path(text.replace("%j", self.job_id))
+        # Only the file name is sbatch's pattern (EXP-%j.out, EXP-%A_%a.out): a '%' in the
+        # folders above ($SCRATCH may hold one) is part of their names.
+        folder, sep, name = self.log.rpartition("/")
+        name = name.replace("%A", self.job_id).replace("%a", str(index or 0))
+        return Path(folder + sep + name.replace("%j", self.job_id))
 
 
 @dataclass
@@ -172,8 +179,11 @@ def parse_line(line: str) -> SlurmJob:
     if not re.fullmatch(r"[0-9]+", job_id):
         raise ValueError(f"job id {job_id!r} is not a number")
     # Bounded: an edited count must not make a reader list 10**23 tasks.
-    if not re.fullmatch(r"[0-9]{1,9}", num_tasks) or int(num_tasks) < 1:
-        raise ValueError(f"task count {num_tasks[:30]!r} is not a whole number from 1 to 999999999")
+    if not re.fullmatch(r"[0-9]{1,9}", num_tasks) or not 1 <= int(num_tasks) <= MAX_TASKS_PER_LINE:
+        raise ValueError(
+            f"task count {num_tasks[:30]!r} is not a whole number from 1 to {MAX_TASKS_PER_LINE}: "
+            f"more than {MAX_TASKS_PER_LINE} tasks is no sbatch call of this toolkit (edited?)"
+        )
     if kind not in ("job", "venv") or not re.fullmatch(r"[0-9]{1,18}", offset):
         raise ValueError(f"kind {kind!r} or task offset {offset!r} is not valid")
     if not exp_name or (not script and kind == "job"):

@@ -606,8 +606,11 @@ OverTimeLimit=0
 MinJobAge=300
 MaxJobCount=100000
 # Clusters side by side (port offsets) number their jobs apart, so that two of them never
-# make the same /tmp/hpc_job_<id> on this one machine's shared /tmp.
-FirstJobId=$((PORT_OFFSET * 1000 + 1))
+# make the same /tmp/hpc_job_<id> on this one machine's shared /tmp, and apart modulo
+# 10,000 too: a multi-node job's MASTER_PORT is derived from its job id modulo 10,000, and
+# these clusters share one host's ports (job 6 and job 300006 both took port 20006, and
+# the second one's rendezvous failed with EADDRINUSE).
+FirstJobId=$((PORT_OFFSET * 1013 + 1))
 MaxArraySize=${MAX_ARRAY_SIZE}
 ReturnToService=2
 $(container_conf)

@@ -232,6 +232,10 @@ cmd_mount() {
   bind /sys/fs/cgroup "$MNT/sys/fs/cgroup" rbind # 24.11's slurmd will not start without
   bind /dev "$MNT/dev"
   bind /dev/pts "$MNT/dev/pts"
+  # POSIX semaphores and shared memory (Python's multiprocessing locks: Dask's nanny) live
+  # in /dev/shm, a tmpfs of its own: without it the root's /dev/shm is a plain folder of
+  # mode 755 and a normal user's job gets "SemLock: Permission denied".
+  bind /dev/shm "$MNT/dev/shm"
   bind "$INST/tmp" "$MNT/tmp" # this instance's /tmp: its cluster, jobs and test files
   bind_same "$REPO"
   local common

@@ -537,3 +537,23 @@ venv_copy() {
   run --separate-stderr worker --venvs "$LAB/none" "$LAB/%n"
   [ "$status" -eq 0 ]
 }
+
+@test "worker: a job folder made under an unguessable name (hpc_job_<id>_<node>.XXXXXX, issue 23) is known as the toolkit's; its job still queued keeps it, other names stay" {
+  lab_setup
+  leftover hpc_job_21_node1.Ab3xYz 4
+  leftover hpc_job_22_node1.Qw9rT1 4
+  leftover hpc_job_23_node2.Zz1234 4 # another node's, on a shared disk
+  leftover hpc_job_24_node1.toolong7 4
+  leftover hpc_job_25_node1.x 4
+  QUEUE=$'500 x\n22 train' run --separate-stderr worker "$LAB/%n"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [ ! -e "$LAB/node1/hpc_job_21_node1.Ab3xYz" ]
+  [[ $output == *"  removed $LAB/node1/hpc_job_21_node1.Ab3xYz ("*" bytes)"* ]]
+  [[ $output == *"  kept $LAB/node1/hpc_job_22_node1.Qw9rT1: job 22 is still in the queue"* ]]
+  [ -d "$LAB/node1/hpc_job_22_node1.Qw9rT1" ]
+  [ -d "$LAB/node1/hpc_job_23_node2.Zz1234" ]
+  [ -d "$LAB/node1/hpc_job_24_node1.toolong7" ]
+  [ -d "$LAB/node1/hpc_job_25_node1.x" ]
+  [[ ${lines[-1]} == "node1: removed 1 leftover folder, "*" bytes freed" ]]
+}

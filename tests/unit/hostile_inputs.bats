@@ -169,11 +169,11 @@ refused_hard() {
   run --separate-stderr bash -c 'cd "$1" && bash hpc_files/job_submitter.sh --dry-run --venv none' _ "$fresh"
   [ "$status" -eq 0 ]
   [[ $stderr != *"not in the project"* ]]
-  # Every example the manual names (examples/X) comes with it, in hpc_files/examples/.
+  # Every example the manual (README and docs/) names (examples/X) comes with it, in hpc_files/examples/.
   local ex named=0 names
-  mapfile -t names < <(grep -o 'examples/[A-Za-z0-9_]*\.\(py\|txt\)' "$fresh/hpc_files/README.md" | sort -u)
+  mapfile -t names < <(grep -ho 'examples/[A-Za-z0-9_]*\.\(py\|txt\)' "$fresh/hpc_files/README.md" "$fresh"/hpc_files/docs/*.md | sort -u)
   for ex in "${names[@]}"; do
-    [ -f "$fresh/hpc_files/$ex" ] || { echo "README names $ex, not installed in hpc_files/$ex"; false; }
+    [ -f "$fresh/hpc_files/$ex" ] || { echo "the manual names $ex, not installed in hpc_files/$ex"; false; }
     named=$((named + 1))
   done
   [ "$named" -ge 6 ]

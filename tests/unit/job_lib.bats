@@ -156,6 +156,27 @@ LOG_RE='^\[hpc [0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2} '
   [ "$output" = "[]" ]
 }
 
+@test "hpc_slurm_tmpdir_to: TMPDIR counts only when a path component is the job id as Slurm's prologs name it (issue 23)" {
+  unset SLURM_TMPDIR
+  local d
+  export SLURM_JOB_ID=96
+  # pam_tmpdir-style login TMPDIRs that merely contain the id: not this job's.
+  for d in tmp/user/tmp-95-96-97 tmp/user/x96 tmp/96x/a tmp/a.96b tmp/slurm-960 tmp/job_196; do
+    mkdir -p "$BATS_TEST_TMPDIR/$d"
+    TMPDIR=$BATS_TEST_TMPDIR/$d run lib 'hpc_slurm_tmpdir_to t; echo "[$t]"'
+    [ "$output" = "[]" ] || { echo "$d taken: $output"; return 1; }
+  done
+  # What Slurm's prologs make: job_<id>, <id>, slurm-<id>, <user>.<id>.0 (Compute Canada).
+  for d in ls/node1/job_96 ls/96 ls/slurm-96/tmp ls/alice.96.0 ls/job96; do
+    mkdir -p "$BATS_TEST_TMPDIR/$d"
+    TMPDIR=$BATS_TEST_TMPDIR/$d run lib 'hpc_slurm_tmpdir_to t; echo "[$t]"'
+    [ "$output" = "[$BATS_TEST_TMPDIR/$d]" ] || { echo "$d not taken: $output"; return 1; }
+  done
+  # Slurm's own variable always counts.
+  SLURM_TMPDIR=/any/tmp-95-96-97 run lib 'hpc_slurm_tmpdir_to t; echo "[$t]"'
+  [ "$output" = "[/any/tmp-95-96-97]" ]
+}
+
 @test "hpc_load_modules: module load the profile's list; a node without 'module' or a failing load ends the job" {
   run --separate-stderr lib 'hpc_load_modules; echo "rc=$?"'
   [ "$output" = rc=0 ] # no HPC_MODULES: nothing to do

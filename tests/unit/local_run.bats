@@ -198,3 +198,26 @@ LINES
     [[ $output == *"$o"* ]]
   done
 }
+
+@test "--interactive: sbatch-only options are not given to salloc (it refuses them), and the session says so (issue 23)" {
+  printf '%s\n' 'echo a' >"$PROJECT/c.txt"
+  salloc_argv() {
+    (cd "$PROJECT" && bash -c 'source hpc_files/job_submitter.sh; prepare "$PWD" stamp "$@";
+      hpc_plan_chunk_of_to k "${J_DEBUG_TASKS[0]}"
+      hpc_plan_with_chunk "$k" hpc_interactive_argv_to argv /rc; printf "%s\n" "${argv[@]}"' _ "$@")
+  }
+  run --separate-stderr salloc_argv --interactive --configs c.txt --task 0 \
+    --sbatch-option=--kill-on-invalid-dep=yes --sbatch-option=--propagate=STACK \
+    --sbatch-option=--ignore-pbs --sbatch-option=--qos=high --sbatch-option=--export-file=f \
+    --sbatch-option=--batch=x --sbatch-option=--test-only --sbatch-option=--input=in \
+    --sbatch-option=--kill-on=yes
+  [ "$status" -eq 0 ] || { echo "$stderr"; return 1; }
+  echo "$output"
+  [[ $output == *$'\n--qos=high\n'* ]]
+  local o
+  for o in --kill-on-invalid-dep --propagate --ignore-pbs --export-file --batch --test-only --input --kill-on; do
+    [[ $output != *$'\n'"$o"* ]] || { echo "$o given to salloc"; return 1; }
+    [[ $stderr == *"$o"* ]]
+  done
+  [[ $stderr == *"for batch jobs only: not given to salloc"* ]]
+}

@@ -77,7 +77,7 @@ job() {
   [[ $output == *"seen while running"* ]]
 }
 
-@test "a folder left by an earlier run of the job id is started afresh; a link there is refused" {
+@test "a folder left by an earlier run of the job id is started afresh; a link there is left alone" {
   mkdir -p "$OWN/stale_xyz"
   job 'ls -A "$SLURM_TMPDIR"'
   [ "$status" -eq 0 ]
@@ -85,11 +85,12 @@ job() {
   [[ $output != *stale_xyz* ]]
   mkdir -p "$BATS_TEST_TMPDIR/elsewhere"
   ln -s "$BATS_TEST_TMPDIR/elsewhere" "$OWN"
-  job 'echo reached'
-  [ "$status" -ne 0 ]
-  [[ $stderr == *"cannot create $OWN"* ]]
-  [[ $output != *reached* ]]
-  [ -d "$BATS_TEST_TMPDIR/elsewhere" ]
+  job 'echo "reached $SLURM_TMPDIR"'
+  [ "$status" -eq 0 ]
+  [[ $stderr == *"$OWN is taken (it is a symbolic link; not this job's, left alone): the job uses $OWN."* ]]
+  [[ $output == *"reached $OWN."* ]]
+  [ -L "$OWN" ] && [ -d "$BATS_TEST_TMPDIR/elsewhere" ]
+  [ -z "$(ls -A "$BATS_TEST_TMPDIR/elsewhere")" ]
 }
 
 @test "Slurm's SLURM_TMPDIR is used when the profile says it is provided, and not removed" {
@@ -170,34 +171,36 @@ job() {
   [ "$output" = "1.5 KiB" ]
 }
 
-@test "another user's leftover hpc_job folder is never removed: the job stops and says whose it is" {
+@test "another user's leftover hpc_job folder is never removed: the job runs in a folder of an unguessable name beside it, and says whose it is (issue 23)" {
   mkdir -m 755 "$OWN"
   echo theirs >"$OWN/their_file"
   chown -R nobody "$OWN"
-  job 'echo reached'
-  [ "$status" -ne 0 ]
-  [[ $output != *reached* ]]
-  [[ $stderr == *"cannot create $OWN (it exists and belongs to nobody; it is not this job's folder and is left alone): the job stops"* ]]
-  [[ $output != *"removed the job's folder"* ]]
+  job 'echo "reached $SLURM_TMPDIR"; stat -c "mode=%a" "$SLURM_TMPDIR"; echo r >"$HPC_RESULTS_DIR/r.txt"'
+  [ "$status" -eq 0 ]
+  [[ $stderr == *"$OWN is taken (it exists and belongs to nobody; not this job's, left alone): the job uses $OWN."* ]]
+  [[ $output =~ reached\ $OWN\.[A-Za-z0-9]{6}$'\n' ]]
+  [[ $output == *"mode=700"* ]]
+  [[ $output == *"local scratch: removed the job's folder on 1 node(s)"* ]]
+  [ "$(cat "$DEST/r.txt")" = r ]
   [ "$(cat "$OWN/their_file")" = theirs ]
   [ "$(stat -c %U "$OWN")" = nobody ]
+  [ -z "$(find "${OWN%/*}" -maxdepth 1 -name "${OWN##*/}.*")" ] # its own folder is gone
 }
 
-@test "a planted symbolic link at the job's folder is left as it is, and so is its target" {
+@test "a planted symbolic link or file at the job's folder is left as it is, and so is its target" {
   mkdir -p "$BATS_TEST_TMPDIR/elsewhere"
   echo keep >"$BATS_TEST_TMPDIR/elsewhere/f"
   ln -s "$BATS_TEST_TMPDIR/elsewhere" "$OWN"
-  job 'echo reached'
-  [ "$status" -ne 0 ]
-  [[ $stderr == *"cannot create $OWN (it is a symbolic link"* ]]
-  [[ $output != *"removed the job's folder"* ]]
+  job 'echo "reached $SLURM_TMPDIR"; echo mine >"$SLURM_TMPDIR/f"'
+  [ "$status" -eq 0 ]
+  [[ $stderr == *"$OWN is taken (it is a symbolic link"* ]]
   [ -L "$OWN" ]
   [ "$(cat "$BATS_TEST_TMPDIR/elsewhere/f")" = keep ]
-  # A plain file there is not the job's either.
   rm "$OWN"
   echo file >"$OWN"
   job 'echo reached'
-  [ "$status" -ne 0 ]
+  [ "$status" -eq 0 ]
+  [[ $stderr == *"$OWN is taken (it exists and is not a folder"* ]]
   [ "$(cat "$OWN")" = file ]
 }
 
@@ -241,4 +244,46 @@ job() {
   # no: the job's own even where Slurm has one.
   HPC_PROVIDES_TMPDIR=no SLURM_TMPDIR=$BATS_TEST_TMPDIR/slurm_tmp job 'echo "tmp=$SLURM_TMPDIR"'
   [[ $output == *"tmp=$OWN"* ]]
+}
+
+@test "results come back whole and only the user's: links into \$SLURM_TMPDIR as content, others as links (said), sparse stays sparse, no open modes, no other user's files (issue 23)" {
+  job 'cd "$HPC_RESULTS_DIR"
+    mkdir -p "$SLURM_TMPDIR/work/ckpt" && echo weights >"$SLURM_TMPDIR/work/ckpt/w.bin" && echo best >"$SLURM_TMPDIR/work/best.txt"
+    ln -s "$SLURM_TMPDIR/work/best.txt" best.txt
+    ln -s ../work/ckpt ckpt
+    echo data >own.txt && ln -s own.txt latest.txt && ln -s "$HPC_RESULTS_DIR/own.txt" abs.txt
+    ln -s /etc/hostname host
+    truncate -s 2G sparse.bin && printf x >>sparse.bin
+    mkdir open && chmod 777 open && echo o >open/f && chmod 666 open/f
+    mkdir theirs && echo planted >theirs/p && echo planted >planted.txt
+    chown -R nobody theirs planted.txt'
+  echo "$output"; echo "$stderr"
+  [ "$status" -eq 0 ]
+  [ -f "$DEST/best.txt" ] && [ ! -L "$DEST/best.txt" ] && [ "$(cat "$DEST/best.txt")" = best ]
+  [ -d "$DEST/ckpt" ] && [ ! -L "$DEST/ckpt" ] && [ "$(cat "$DEST/ckpt/w.bin")" = weights ]
+  [ "$(readlink "$DEST/latest.txt")" = own.txt ]
+  [ -f "$DEST/abs.txt" ] && [ ! -L "$DEST/abs.txt" ] # an absolute path on the node would dangle
+  [ "$(readlink "$DEST/host")" = /etc/hostname ]
+  [[ $output == *"results: host is a link to /etc/hostname, outside the job's node-local folders: copied as a link"* ]]
+  [[ $output != *"latest.txt is a link"* ]]
+  [ "$(stat -c %s "$DEST/sparse.bin")" -eq $((2 * 1024 * 1024 * 1024 + 1)) ]
+  [ "$(du -k "$DEST/sparse.bin" | cut -f1)" -lt 1024 ]
+  (($(stat -c '0%a' "$DEST/open") & 8#022)) && false
+  (($(stat -c '0%a' "$DEST/open/f") & 8#022)) && false
+  [ "$(cat "$DEST/open/f")" = o ]
+  [ ! -e "$DEST/theirs" ] && [ ! -e "$DEST/planted.txt" ]
+  [[ $output == *"results: not copied: theirs (it belongs to nobody, not to you)"* ]]
+  [[ $output == *"results: not copied: planted.txt (it belongs to nobody, not to you)"* ]]
+  [ -z "$(find "$DEST" ! -user "$(id -un)")" ]
+}
+
+@test "a copy cut off by its deadline (SIGTERM budget) lists in the log what did not come back (issue 23)" {
+  # The deadline already passed: nothing can be copied, everything is listed.
+  job 'echo a >"$HPC_RESULTS_DIR/a.txt"; mkdir "$HPC_RESULTS_DIR/sub"; echo b >"$HPC_RESULTS_DIR/sub/b.txt"
+    HPC_RESULTS_DEADLINE_US=$((${EPOCHREALTIME/[.,]/} - 1)); exit 0'
+  echo "$stderr"
+  [ "$status" -eq 74 ]
+  [[ $stderr == *"results: NOT all copied back to $DEST: 2 file(s) did not come back: no time was left before Slurm's kill to copy them"* ]]
+  [[ $stderr == *"results: not copied: a.txt"* && $stderr == *"results: not copied: sub/b.txt"* ]]
+  [ "$(sort "$DEST/.hpc_not_copied" | tr '\n' ' ')" = "a.txt sub/b.txt " ]
 }

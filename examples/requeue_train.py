@@ -29,7 +29,10 @@ def main() -> int:
 
     stop = RequeueSignal()  # 1: the flag, set by SIGUSR1 (wall time) or SIGTERM
     ckpt = checkpoint_dir() / "state.json"
-    state = json.loads(ckpt.read_text()) if ckpt.exists() else {"step": 0, "value": 0.0}
+    # Resume only this run's checkpoint (HPC_RESUMING=1 in the job; hpc_toolkit.requeue's
+    # resuming() says the same): never one another run left there.
+    resume = os.environ.get("HPC_RESUMING", "1") != "0" and ckpt.exists()
+    state = json.loads(ckpt.read_text()) if resume else {"step": 0, "value": 0.0}
     attempt = restart_count() + 1
     print(f"[train] attempt {attempt} starts at step {state['step']}", flush=True)
     # Results (plots, metrics, samples) go to $HPC_RESULTS_DIR on fast local disk; hpc_files

@@ -77,7 +77,7 @@ HPC_TOOLKIT_DIR=${BASH_SOURCE[0]}
 HPC_TOOLKIT_DIR=${HPC_TOOLKIT_DIR%/*}
 # shellcheck source=hpc_files/lib/hpc_lib.sh
 source "$HPC_TOOLKIT_DIR/lib/hpc_lib.sh"
-for _part in options profile validate resources configs blocks count_args plan sbatch submit ledger coderecord mail local venv venv_local container staging wandb_key sweep arrays cluster rerun pack; do
+for _part in options profile validate resources configs blocks count_args plan sbatch submit ledger coderecord mail local venv venv_local container staging wandb_key sweep arrays cluster rerun pack runs; do
   # shellcheck source=/dev/null
   source "$HPC_TOOLKIT_DIR/lib/$_part.sh"
 done
@@ -125,6 +125,7 @@ prepare() {
   ((OPT_DRY_RUN || OPT_LOCAL)) || hpc_cluster_ask_start
   hpc_plan_settle_job_side
   hpc_sweep_validate # a sweep makes its own commands (hpc_sweep_stage)
+  hpc_runs_validate # --resume, --fresh (runs.sh)
   if ! hpc_sweep_requested; then
     hpc_read_configs "${OPT_CONFIGS:-$source_dir/experiment_configurations.txt}"
     # (Packed, the jobs are fewer than the lines: hpc_pack_settle counts them.)
@@ -149,6 +150,8 @@ prepare() {
   fi
   hpc_debug_check_plan # --local: every task's chunk on one node
   hpc_plan_check_dependencies # the user's --dependency joins the toolkit's (plan.sh)
+  # Another run's checkpoints, or a queued submission of the experiment (runs.sh).
+  ((OPT_INTERACTIVE)) || hpc_runs_check
   if ((OPT_DRY_RUN == 0 && OPT_LOCAL == 0)); then
     need_sbatch
     # The Slurm version, --time within MaxTime, --gpu-type (each distinct request of the
@@ -178,6 +181,7 @@ main() {
     HPC_DIE_STATUS=1
     hpc_plan_each_distinct J_DATA_ARCHIVE hpc_staging_build
     hpc_venv_local_build
+    hpc_runs_fresh_move
     hpc_local_run # its exit status is the job's
     return
   fi
@@ -191,6 +195,7 @@ main() {
     fi
     hpc_pack_dry_run_note
     hpc_sweep_dry_run_note
+    hpc_runs_fresh_note
     print_dry_run
     return 0
   fi
@@ -209,6 +214,7 @@ main() {
   hpc_venv_local_build # --venv-to-local: the venv's archive, reused while unchanged
   ((OPT_SETUP_VENV == 0)) || hpc_venv_submit_build venv_job
   ! hpc_sweep_requested || hpc_sweep_write # an offline sweep's folder, just before sbatch
+  hpc_runs_fresh_move # --fresh: the old checkpoints aside (runs.sh)
   hpc_submit_plan submitted "$venv_job"
   hpc_print_submitted "${submitted[@]}"
   hpc_pack_print_submitted

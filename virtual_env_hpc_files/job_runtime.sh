@@ -150,6 +150,12 @@ hpc_job_begin() {
   hpc_task_title_to title
   hpc_log "$title, attempt $((HPC_RESTART_COUNT + 1)), nodes ${SLURM_JOB_NODELIST:-?}, Slurm ${HPC_SLURM_VERSION:-unknown}"
   hpc_log "command: $HPC_COMMAND"
+  # Whose checkpoints, and whether this attempt resumes them (runs.sh); a packed job's
+  # lines each have their own (pack.sh).
+  if [[ -z ${HPC_PACK:-} ]] && ! hpc_run_settle "$HPC_CHECKPOINT_DIR" "$HPC_TASK_INDEX" "$HPC_COMMAND"; then
+    HPC_ATTEMPT_OUTCOME=failed
+    exit 2
+  fi
   if [[ -n ${HPC_GIT_COMMIT:-} ]]; then
     # The record is written at submission (coderecord.sh); a --local run writes none.
     local record=${HPC_COMMANDS_FILE%.commands}.git
@@ -256,6 +262,7 @@ hpc_interactive_begin() {
   mkdir -p -- "$HPC_OUTPUT_DIR" "$HPC_CHECKPOINT_DIR" ||
     hpc_fail "cannot create $HPC_CHECKPOINT_DIR under $scratch_dir (is \$SCRATCH mounted on this node?)"
   hpc_read_task_command
+  hpc_run_settle "$HPC_CHECKPOINT_DIR" "$HPC_TASK_INDEX" "$HPC_COMMAND" || exit 2
   [[ -z ${HPC_WANDB_KEY_FILE:-} ]] || hpc_load_wandb_key "$HPC_WANDB_KEY_FILE"
   trap hpc_run_exit_hooks EXIT
   hpc_prepare_tmpdir

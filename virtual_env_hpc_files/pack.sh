@@ -180,19 +180,28 @@ _hpc_pack_start() {
   _hpc_pack_state "$i" running -
   hpc_log "line $i starts (slot $s: $what): $cmd"
   hpc_log "line $i log: $log"
+  local ck=$HPC_EXP_DIR/checkpoints/task_$i refused=0
+  [[ -z $HPC_ATTEMPT_DIR ]] || hpc_ckpt_snapshot "$ck" "$HPC_ATTEMPT_DIR/before.$i"
+  local HPC_RESUMING HPC_INIT_FROM # (runs.sh exports them: this line's own)
+  hpc_run_settle "$ck" "$i" "$cmd" "line $i: " || refused=1
   # A function, not an inline ( ... ): bash reports a background job that a signal killed
   # (a line's `kill -9 0`, the OOM killer) with the job's source text, in the job log.
-  _hpc_pack_line "$i" "$s" "$what" "$log" </dev/null &
+  _hpc_pack_line "$i" "$s" "$what" "$log" "$refused" </dev/null &
   HPC_PACK_PID_LINE[$!]=$i HPC_PACK_PID_SLOT[$!]=$s HPC_PACK_PID_START[$!]=$SECONDS
 }
 
-# _hpc_pack_line I SLOT WHAT LOG: (a background subshell of the batch shell) become line
-# I: its log, its variables, then exec its command in a session of its own.
+# _hpc_pack_line I SLOT WHAT LOG [REFUSED]: (a background subshell of the batch shell)
+# become line I: its log, its variables, then exec its command in a session of its own.
+# REFUSED=1: its folder holds another run's checkpoints (runs.sh): it ends at once, 2.
 _hpc_pack_line() {
   local i=$1 s=$2 what=$3 log=$4 cmd=${HPC_PACK_LINE_CMDS[$1]} pin=() argv
   trap ':' USR1 USR2 TERM INT QUIT HUP
   exec >>"$log" 2>&1
   hpc_log "job $HPC_PACK_TARGET, attempt $((HPC_RESTART_COUNT + 1)), line $i (slot $s: $what): $cmd"
+  if ((${5:-0})); then
+    hpc_log "not run: $HPC_EXP_DIR/checkpoints/task_$i holds another run's checkpoints (the job's log says whose): submit again with --resume, --fresh or another --exp-name"
+    exit 2
+  fi
   [[ $HPC_PACK_PIN != yes ]] || pin=(taskset -c "${HPC_PACK_SLOT_CPUS[s]}")
   # The line's own variables, exported here (no env process per line; as NAME=VALUE
   # words: they change only this subshell's copies).
@@ -224,7 +233,7 @@ _hpc_pack_warn_line() {
     _pack_line_log() { hpc_log "line $i: $*"; }
     local end=$((SECONDS + wait_s)) stop=0
     trap 'stop=1' TERM # (the warning and its log line go together: requeue.sh)
-    hpc_proc_warn_loop "$pid" "$wait_s" _pack_line_log
+    hpc_proc_warn_loop "$pid" "$wait_s" _pack_line_log "${HPC_ATTEMPT_DIR:+$HPC_ATTEMPT_DIR/warned.$i}"
     trap - TERM
     ((stop == 0)) || exit 0
     ((SECONDS >= end)) || sleep $((end - SECONDS))
@@ -240,7 +249,7 @@ _hpc_pack_warn_line() {
 
 # _hpc_pack_ended PID RC: record the outcome of the line that ran as PID.
 _hpc_pack_ended() {
-  local pid=$1 rc=$2 i=${HPC_PACK_PID_LINE[$1]} took state verdict stopped=0 wrote=0
+  local pid=$1 rc=$2 i=${HPC_PACK_PID_LINE[$1]} took state verdict stopped=0 wrote=0 warned=1 over=0 file=""
   took=$((SECONDS - HPC_PACK_PID_START[$1]))
   [[ $rc =~ ^[0-9]+$ ]] && ((rc <= 255)) || rc=255 # (a status bash lost: "unknown")
   unset "HPC_PACK_PID_LINE[$pid]" "HPC_PACK_PID_SLOT[$pid]" "HPC_PACK_PID_START[$pid]"
@@ -253,15 +262,26 @@ _hpc_pack_ended() {
     [[ -z $HPC_ATTEMPT_DIR || ! -e $HPC_ATTEMPT_DIR/stopped.$i ]] || stopped=1
     local HPC_CHECKPOINT_DIR=$HPC_EXP_DIR/checkpoints/task_$i
     ! hpc_checkpoint_written || wrote=1
+    hpc_took_warning "$i" || warned=0
+    if ((wrote)) && [[ -n $HPC_ATTEMPT_DIR ]]; then
+      hpc_ckpt_started_over_to file "$HPC_CHECKPOINT_DIR" "$HPC_ATTEMPT_DIR/before.$i" "$HPC_ATTEMPT_DIR/start"
+      [[ -z $file ]] || over=1
+    fi
     hpc_requeue_verdict_to verdict "${HPC_REQUEUE:-yes}" "$rc" "$stopped" "$wrote" \
-      "$HPC_RESTART_COUNT" "$HPC_MAX_RESTARTS"
+      "$HPC_RESTART_COUNT" "$HPC_MAX_RESTARTS" "$warned" "$over"
     case $verdict in
+      finished) hpc_log "line $i: exited 0 without taking the warning: it had finished" ;;
+      failed) hpc_log "line $i: failed by itself (exit $rc) without taking the warning: not resumed" ;;
+      started-over)
+        hpc_log "line $i: started over instead of resuming (it wrote $HPC_CHECKPOINT_DIR/$file again, which an earlier attempt had written before its newest checkpoint): not resumed (exit $HPC_EXIT_NO_PROGRESS)"
+        state=failed rc=$HPC_EXIT_NO_PROGRESS
+        ;;
       no-progress)
         hpc_log "line $i: ended with $rc after the warning and wrote nothing to $HPC_CHECKPOINT_DIR during this attempt: not resumed (exit $HPC_EXIT_NO_PROGRESS)"
         state=failed rc=$HPC_EXIT_NO_PROGRESS
         ;;
       limit)
-        hpc_log "line $i: restart limit reached ($HPC_RESTART_COUNT of --max-restarts $HPC_MAX_RESTARTS): not resumed; its checkpoint is in $HPC_CHECKPOINT_DIR"
+        hpc_log "line $i: restart limit reached ($HPC_RESTART_COUNT of --max-restarts $HPC_MAX_RESTARTS): not resumed; its checkpoint is in $HPC_CHECKPOINT_DIR (to go on: --rerun, or submit again with --resume)"
         state=failed rc=$HPC_EXIT_RESTART_LIMIT
         ;;
       requeue) state=requeue HPC_PACK_PROGRESS=1 ;;
@@ -368,7 +388,7 @@ _hpc_pack_finish() {
       hpc_log "pack: line(s) ${left[*]} not finished and the job may not requeue (--no-requeue)"
     elif ((restarts >= HPC_MAX_RESTARTS)); then
       code=$HPC_EXIT_RESTART_LIMIT
-      hpc_log "pack: line(s) ${left[*]} not finished: restart limit reached ($restarts of --max-restarts $HPC_MAX_RESTARTS); submit again to go on"
+      hpc_log "pack: line(s) ${left[*]} not finished: restart limit reached ($restarts of --max-restarts $HPC_MAX_RESTARTS); to go on: job_submitter.sh --rerun ${SLURM_ARRAY_JOB_ID:-${SLURM_JOB_ID:-JOB}}, or submit again with --resume"
     else
       code=$HPC_EXIT_NO_PROGRESS
       hpc_log "pack: no line ended or wrote a checkpoint during this attempt: not requeued; line(s) ${left[*]} not finished"

@@ -54,20 +54,23 @@ hpc_proc_handles_to() {
 }
 
 # hpc_proc_passes_on PID: true for processes that pass signals on themselves (container
-# runtimes, the toolkit's launch shells): looked through, not signalled.
+# runtimes, the toolkit's launch shells), and for torchrun, whose SIGTERM handler stops
+# its workers: the warning is for the workers, and a worker that handles nothing must be
+# able to finish its work in the grace period (it is stopped at its end if it has not).
+# Looked through, not signalled.
 hpc_proc_passes_on() {
-  local comm="" arg0="" arg1="" rest
+  local comm="" arg0="" arg1="" arg2="" rest
   { IFS= read -r comm <"/proc/$1/comm"; } 2>/dev/null
   case $comm in
-    bwrap | starter | starter-suid | squashfuse | squashfuse_ll | fuse-overlayfs | conmon) return 0 ;;
+    bwrap | starter | starter-suid | squashfuse | squashfuse_ll | fuse-overlayfs | conmon | torchrun) return 0 ;;
   esac
-  { IFS= read -r -d '' arg0 && IFS= read -r -d '' arg1; } 2>/dev/null <"/proc/$1/cmdline"
+  { IFS= read -r -d '' arg0 && IFS= read -r -d '' arg1 && IFS= read -r -d '' arg2; } 2>/dev/null <"/proc/$1/cmdline"
   for rest in "${arg0##*/}" "${arg1##*/}"; do
     case $rest in
-      singularity | apptainer | run-singularity | container.sh | run_line.sh | task_wrapper.sh) return 0 ;;
+      singularity | apptainer | run-singularity | container.sh | run_line.sh | task_wrapper.sh | torchrun) return 0 ;;
     esac
   done
-  return 1
+  [[ $arg1 == -m && ($arg2 == torch.distributed.run || $arg2 == torch.distributed.launch) ]]
 }
 
 # hpc_proc_tree_to ARRAY ROOT: ROOT and its descendants, parents first.
@@ -128,13 +131,15 @@ hpc_proc_warn_to() {
   return 0
 }
 
-# hpc_proc_warn_loop ROOT SECONDS LOG_FN: try every 0.5 s until a process of the program
-# takes the warning (it may install its handler a little after starting) or SECONDS
-# pass; LOG_FN MESSAGE says what happened. Run it in the background.
+# hpc_proc_warn_loop ROOT SECONDS LOG_FN [MARK]: try every 0.5 s until a process of the
+# program takes the warning (it may install its handler a little after starting) or
+# SECONDS pass; LOG_FN MESSAGE says what happened. MARK: a file made once a process has
+# taken it (the attempt's verdict reads it: requeue.sh). Run it in the background.
 hpc_proc_warn_loop() {
-  local root=$1 until=$((SECONDS + $2)) log=$3 sent seen told=0
+  local root=$1 until=$((SECONDS + $2)) log=$3 mark=${4:-} sent seen told=0
   while ((SECONDS < until)) && kill -0 "$root" 2>/dev/null; do
     if hpc_proc_warn_to sent "$root" seen; then
+      [[ -z $mark ]] || : >"$mark" 2>/dev/null || "$log" "could not write $mark"
       "$log" "warning passed on as $sent"
       return 0
     fi

@@ -16,6 +16,8 @@ HPC_RUN_LINE=$HPC_RUNTIME_DIR/run_line.sh
 source "$HPC_RUNTIME_DIR/job_lib.sh"
 # shellcheck source=virtual_env_hpc_files/proc_tree.sh
 source "$HPC_RUNTIME_DIR/proc_tree.sh"
+# shellcheck source=virtual_env_hpc_files/runs.sh
+source "$HPC_RUNTIME_DIR/runs.sh" # whose checkpoints; the attempts file
 # shellcheck source=virtual_env_hpc_files/run_line.sh
 source "$HPC_RUN_LINE" # hpc_run_line_argv_to: how a line starts
 
@@ -24,7 +26,10 @@ HPC_WATCHDOG_PID=""
 HPC_PREEMPT_WATCH_PID="" HPC_PREEMPT_WATCH_STOP=""
 HPC_REQUEUED=0 # this attempt asked Slurm for the requeue: its SIGTERM is expected
 HPC_JOB_ENDING=""  # set when Slurm is ending the job: it signals every step itself
-HPC_ATTEMPT_DIR="" # $HPC_EXP_DIR/.hpc_attempt/JOB: "start" (its time) and "stopped"
+# $HPC_EXP_DIR/.hpc_attempt/JOB: "start" (its time), "before" (the checkpoints then),
+# "stopped" (the watchdog stopped the program), "warned*" (a process took the warning)
+HPC_ATTEMPT_DIR=""
+HPC_ATTEMPT_OUTCOME="" # how this attempt ended, when a decision here says (runs.sh)
 # The watch step runs in requeueable jobs unless HPC_PREEMPT_WATCH=no.
 HPC_PREEMPT_WATCH=${HPC_PREEMPT_WATCH:-yes}
 # Seconds kept back from the grace period for copying results and requeueing.
@@ -92,7 +97,7 @@ hpc_warn_program() {
     [[ -z ${SLURM_JOB_ID:-} ]] || scancel --signal=URG "$(hpc_job_target)" 2>/dev/null ||
       hpc_log "could not pass the warning to the job's steps (scancel --signal=URG failed)"
   else
-    hpc_proc_warn_loop "$HPC_CHILD_PID" "$1" hpc_log
+    hpc_proc_warn_loop "$HPC_CHILD_PID" "$1" hpc_log "${HPC_ATTEMPT_DIR:+$HPC_ATTEMPT_DIR/warned}"
   fi
 }
 
@@ -251,18 +256,33 @@ hpc_install_signal_traps() {
   trap 'hpc_log "received SIGINT: passing it on"; hpc_signal_program INT' INT
 }
 
-# hpc_attempt_begin: mark the start of this attempt ($HPC_ATTEMPT_DIR/start), so that
-# its checkpoints can be told from the ones of earlier attempts. Removed at the end.
+# hpc_attempt_begin: mark the start of this attempt ($HPC_ATTEMPT_DIR/start) and list
+# the checkpoints already there (before), so that what it writes can be told from what
+# earlier attempts wrote; record it in the task's attempts file (runs.sh). Removed at the
+# end. HPC_ATTEMPT_DIR is exported: every task of a distributed launcher marks there
+# that its program took the warning (task_wrapper.sh).
 hpc_attempt_begin() {
   local dir=local-$$
+  printf -v HPC_ATTEMPT_STARTED '%(%s)T' -1
   [[ -z ${SLURM_JOB_ID:-} ]] || dir=$(hpc_job_target)
   dir=$HPC_EXP_DIR/.hpc_attempt/$dir
+  HPC_LAST_EXIT_HOOKS=(hpc_attempt_end_record "${HPC_LAST_EXIT_HOOKS[@]}")
+  hpc_attempt_record running -
   if ! { rm -rf -- "$dir" && mkdir -p -- "$dir" && : >"$dir/start"; }; then
     hpc_log "cannot write $dir: a warned attempt will count as progress only if the program exits 0"
     return 0
   fi
-  HPC_ATTEMPT_DIR=$dir
+  hpc_ckpt_snapshot "$HPC_CHECKPOINT_DIR" "$dir/before"
+  export HPC_ATTEMPT_DIR=$dir
   HPC_LAST_EXIT_HOOKS=(hpc_attempt_end "${HPC_LAST_EXIT_HOOKS[@]}")
+}
+
+# hpc_took_warning [SUFFIX]: a process of the program (of line SUFFIX, packed) took the
+# warning during this attempt; true when that cannot be known.
+hpc_took_warning() {
+  [[ -n $HPC_ATTEMPT_DIR ]] || return 0
+  [[ -z ${1:-} ]] || { [[ -e $HPC_ATTEMPT_DIR/warned.$1 ]] && return 0 || return 1; }
+  compgen -G "$HPC_ATTEMPT_DIR/warned*" >/dev/null
 }
 
 hpc_attempt_end() {
@@ -272,26 +292,39 @@ hpc_attempt_end() {
 }
 
 # hpc_checkpoint_written: true when a file in $HPC_CHECKPOINT_DIR (any depth) was written
-# during this attempt: not empty, newer than its start, not a temporary (*.tmp, *.part).
+# during this attempt: not empty, newer than its start, not a temporary (*.tmp, *.part),
+# not the toolkit's own (.hpc_run: runs.sh).
 hpc_checkpoint_written() {
   [[ -n $HPC_ATTEMPT_DIR && -e $HPC_ATTEMPT_DIR/start && -d $HPC_CHECKPOINT_DIR ]] || return 1
   [[ -n $(find "$HPC_CHECKPOINT_DIR" -type f -size +0 -newer "$HPC_ATTEMPT_DIR/start" \
-    ! -name '*.tmp' ! -name '*.part' -print -quit 2>/dev/null) ]]
+    ! -name '*.tmp' ! -name '*.part' ! -name '.hpc_*' -print -quit 2>/dev/null) ]]
 }
 
-# hpc_requeue_verdict_to VAR REQUEUE RC STOPPED WROTE RESTARTS MAX: what to do once a
-# warned program has ended (pure; tests/unit/requeue_verdict.bats):
+# hpc_requeue_verdict_to VAR REQUEUE RC STOPPED WROTE RESTARTS MAX [TOOK [OVER]]: what to
+# do once a warned program has ended (pure; tests/unit/requeue_signals.bats):
+#   finished     it exited 0 by itself (not STOPPED) and no process of it TOOK the
+#                warning (TOOK=0): it had finished its work; the job is complete
+#   failed       it failed by itself (RC != 0, not STOPPED) without taking the warning:
+#                its own failure, not the warning's; the job ends with its code
 #   off          REQUEUE is not yes (--no-requeue): end with the program's code
-#   no-progress  it had to be stopped (STOPPED=1) or failed, and WROTE no checkpoint
-#                during this attempt: requeueing would only start it over
+#   started-over it wrote again a checkpoint that an earlier attempt had written before
+#                its newest one (OVER=1): it starts over instead of resuming
+#   no-progress  it WROTE no checkpoint during this attempt: requeueing would only
+#                start it over
 #   limit        RESTARTS reached MAX (--max-restarts)
-#   requeue      otherwise: it exited 0 by itself after the warning, or wrote a checkpoint
+#   requeue      otherwise: it took the warning or was stopped, and wrote a checkpoint
 hpc_requeue_verdict_to() {
   local -n _verdict=$1
-  local requeue=$2 rc=$3 stopped=$4 wrote=$5 restarts=$6 max=$7
-  if [[ $requeue != yes ]]; then
+  local requeue=$2 rc=$3 stopped=$4 wrote=$5 restarts=$6 max=$7 took=${8:-1} over=${9:-0}
+  if ((rc == 0 && stopped == 0 && took == 0)); then
+    _verdict=finished
+  elif ((stopped == 0 && took == 0)); then
+    _verdict=failed
+  elif [[ $requeue != yes ]]; then
     _verdict=off
-  elif ((wrote == 0 && (stopped == 1 || rc != 0))); then
+  elif ((over == 1)); then
+    _verdict="started-over"
+  elif ((wrote == 0)); then
     _verdict=no-progress
   elif ((restarts >= max)); then
     _verdict=limit
@@ -303,19 +336,42 @@ hpc_requeue_verdict_to() {
 # hpc_after_command RC: once the program has ended. Returns the job's exit code, or does
 # not return at all when the job is requeued.
 hpc_after_command() {
-  local rc=$1 stopped=0 wrote=0 verdict restarts=${SLURM_RESTART_COUNT:-0}
+  local rc=$1 stopped=0 wrote=0 took=1 over=0 file="" verdict restarts=${SLURM_RESTART_COUNT:-0}
   [[ $HPC_SIGNALLED == walltime || $HPC_SIGNALLED == preempt ]] || return "$rc"
   [[ -z $HPC_WATCHDOG_PID ]] || kill "$HPC_WATCHDOG_PID" 2>/dev/null
   [[ -z $HPC_ATTEMPT_DIR || ! -e $HPC_ATTEMPT_DIR/stopped ]] || stopped=1
+  hpc_took_warning "" || took=0
   ! hpc_checkpoint_written || wrote=1
-  hpc_requeue_verdict_to verdict "${HPC_REQUEUE:-yes}" "$rc" "$stopped" "$wrote" "$restarts" "$HPC_MAX_RESTARTS"
+  if ((wrote)) && [[ -n $HPC_ATTEMPT_DIR ]]; then
+    hpc_ckpt_started_over_to file "$HPC_CHECKPOINT_DIR" "$HPC_ATTEMPT_DIR/before" "$HPC_ATTEMPT_DIR/start"
+    [[ -z $file ]] || over=1
+  fi
+  hpc_requeue_verdict_to verdict "${HPC_REQUEUE:-yes}" "$rc" "$stopped" "$wrote" "$restarts" \
+    "$HPC_MAX_RESTARTS" "$took" "$over"
+  HPC_ATTEMPT_OUTCOME=$verdict
   case $verdict in
+    finished)
+      hpc_log "the program exited 0 without taking the $HPC_SIGNALLED warning: it had finished; the job is complete, not requeued"
+      return 0
+      ;;
+    failed)
+      hpc_log "the program failed by itself (exit code $rc) without taking the $HPC_SIGNALLED warning: not requeued"
+      return "$rc"
+      ;;
     off)
+      HPC_ATTEMPT_OUTCOME=not-requeued
       hpc_log "not requeued (--no-requeue); the program exited with $rc"
       return "$rc"
       ;;
+    started-over)
+      hpc_log "this attempt started over instead of resuming: it wrote $HPC_CHECKPOINT_DIR/$file again, which an earlier attempt had written before its newest checkpoint (exit code $rc, attempt $((restarts + 1)))"
+      hpc_log "not requeued: another attempt would start over again. Make the program load its newest checkpoint when HPC_RESUMING=1 (README: Runs, attempts and checkpoints)"
+      return "$HPC_EXIT_NO_PROGRESS"
+      ;;
     no-progress)
-      if ((stopped)); then
+      if ((rc == 0 && !stopped)); then
+        hpc_log "the program took the warning and exited 0, but nothing in $HPC_CHECKPOINT_DIR was written during this attempt (attempt $((restarts + 1)), $restarts restart(s) so far)"
+      elif ((stopped)); then
         hpc_log "the program had to be stopped (exit code $rc) and nothing in $HPC_CHECKPOINT_DIR was written during this attempt (attempt $((restarts + 1)), $restarts restart(s) so far)"
       else
         hpc_log "the program exited with $rc after the warning and nothing in $HPC_CHECKPOINT_DIR was written during this attempt (attempt $((restarts + 1)), $restarts restart(s) so far)"
@@ -325,7 +381,8 @@ hpc_after_command() {
       return "$HPC_EXIT_NO_PROGRESS"
       ;;
     limit)
-      hpc_log "restart limit reached ($restarts of --max-restarts $HPC_MAX_RESTARTS): not requeued. The checkpoint is in $HPC_CHECKPOINT_DIR; submit again to go on"
+      HPC_ATTEMPT_OUTCOME=restart-limit
+      hpc_log "restart limit reached ($restarts of --max-restarts $HPC_MAX_RESTARTS): not requeued. The checkpoint is in $HPC_CHECKPOINT_DIR; to go on, rerun this run (job_submitter.sh --rerun ${SLURM_ARRAY_JOB_ID:-${SLURM_JOB_ID:-JOB}}) or submit again with --resume"
       return "$HPC_EXIT_RESTART_LIMIT"
       ;;
   esac
@@ -335,9 +392,15 @@ hpc_after_command() {
 # hpc_requeue_now RC RESTARTS: results back (the exit hooks), then scontrol requeue.
 hpc_requeue_now() {
   local rc=$1 restarts=$2 target
+  HPC_ATTEMPT_OUTCOME=warned-requeued
+  [[ $HPC_SIGNALLED != preempt ]] || HPC_ATTEMPT_OUTCOME=preempted-requeued
   hpc_run_exit_hooks_now "$rc"
   target=$(hpc_job_target)
-  hpc_log "requeueing job $target: restart $((restarts + 1)) of at most $HPC_MAX_RESTARTS, resuming from $HPC_CHECKPOINT_DIR"
+  if hpc_ckpt_has_files "$HPC_CHECKPOINT_DIR"; then
+    hpc_log "requeueing job $target: restart $((restarts + 1)) of at most $HPC_MAX_RESTARTS; the next attempt resumes from $HPC_CHECKPOINT_DIR"
+  else
+    hpc_log "requeueing job $target: restart $((restarts + 1)) of at most $HPC_MAX_RESTARTS; nothing in $HPC_CHECKPOINT_DIR to resume from"
+  fi
   HPC_REQUEUED=1
   if ! scontrol requeue "$target"; then
     HPC_REQUEUED=0

@@ -43,7 +43,8 @@ signalled=0 warned=0
 on_warning() {
   ((warned == 0)) || return 0
   warned=1
-  hpc_proc_warn_loop "$child" "${HPC_SIGNAL_GRACE:-60}" rank_log &
+  hpc_proc_warn_loop "$child" "${HPC_SIGNAL_GRACE:-60}" rank_log \
+    "${HPC_ATTEMPT_DIR:+$HPC_ATTEMPT_DIR/warned.rank${SLURM_PROCID:-0}}" &
 }
 # The line as rank 0 runs it, beside the log's "command:" (the other ranks differ only in
 # their rank variables).

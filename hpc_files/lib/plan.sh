@@ -320,6 +320,7 @@ hpc_plan_exports() {
   ((f[1] == 0)) || _export HPC_TASK_OFFSET "${f[1]}"
   _export HPC_JOB_SCRIPT "$script"
   hpc_pack_exports # --pack, --lines-per-job (pack.sh); absent when not packed
+  hpc_runs_exports # the run's identity, --resume (runs.sh)
   # The cluster's Slurm, read once at submission (cluster.sh); not known in a dry run.
   [[ -z ${J_SLURM_VERSION:-} ]] || _export HPC_SLURM_VERSION "$J_SLURM_VERSION"
   # The code it runs (coderecord.sh); absent outside git.

@@ -12,6 +12,10 @@ hpc_submission_paths() {
   J_SCRIPT_PATH=$base.sbatch
   J_COMMANDS_PATH=$base.commands
   J_SUBMISSION_ID=$J_EXP_NAME-$1 # names the submission in the ledger (ledger.sh)
+  # When, from the stamp (YYYYmmdd-HHMMSS-PID): a run's record says it (runs.sh).
+  J_SUBMITTED_AT=$1
+  [[ ! $1 =~ ^([0-9]{4})([0-9]{2})([0-9]{2})-([0-9]{2})([0-9]{2})([0-9]{2}) ]] ||
+    J_SUBMITTED_AT=${BASH_REMATCH[1]}-${BASH_REMATCH[2]}-${BASH_REMATCH[3]}T${BASH_REMATCH[4]}:${BASH_REMATCH[5]}:${BASH_REMATCH[6]}
 }
 
 # _write_atomic FILE CONTENT: FILE appears whole or not at all.

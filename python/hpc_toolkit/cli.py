@@ -6,6 +6,7 @@ added at the bottom with one `app.add_typer(...)` line.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -16,6 +17,7 @@ from typing import Annotated
 import typer
 
 from hpc_toolkit import __version__
+from hpc_toolkit.attempts import Attempt, attempts_dir, attempts_summary, read_attempts
 from hpc_toolkit.console import ScratchOpt, command_app, die, render_table, warn
 from hpc_toolkit.jobenv import JobEnv, JobEnvError
 from hpc_toolkit.packing import Packing, packing_of
@@ -107,11 +109,15 @@ def status(
         bool,
         typer.Option("--efficiency", help="CPU, memory, time and GPU use per task, from sacct."),
     ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print JSON (submissions, tasks, attempts) instead.")
+    ] = False,
 ) -> None:
-    """Show submissions and per task: state, exit code, elapsed, node and log.
+    """Show submissions and per task: state, exit code, elapsed, node, attempts and log.
 
     States come from sacct, else the job completion log, else squeue -t all, else
-    scontrol show job: one call per source for all the jobs shown.
+    scontrol show job: one call per source for all the jobs shown. Attempts (each time
+    Slurm started the task, and how it ended) come from the job's own record.
     """
     scratch, groups = _load(scratch_dir)
     chain = _rerun_chain(groups)
@@ -129,6 +135,10 @@ def status(
     ids = [i for g in groups for i in g.job_ids]
     q = query_tasks(ids)
     usage = query_usage(ids) if efficiency else {}
+    attempts = _Attempts()
+    if as_json:
+        typer.echo(json.dumps(_status_json(groups, q, scratch, attempts, only_task), indent=2))
+        return
     _say_sources(q)
     if isinstance(usage, str):
         typer.echo(f"Efficiency: not available ({usage}; it needs slurmdbd accounting)")
@@ -150,7 +160,7 @@ def status(
             continue
         if only_task is not None:
             tasks = [t for t in tasks if t.slurm_id == only_task]
-        header = ["TASK", "JOB", "STATE", "EXIT", "ELAPSED", "NODE"]
+        header = ["TASK", "JOB", "STATE", "EXIT", "ELAPSED", "NODE", "ATTEMPTS"]
         if efficiency:
             header += ["CPU EFF", "MEM PEAK/REQ", "TIME USED/LIMIT", "GPU UTIL"]
         rows = []
@@ -158,7 +168,7 @@ def status(
         for t in tasks:
             st = t.state or TaskState("UNKNOWN")
             row = ["venv" if t.number is None else str(t.number), t.slurm_id, st.state,
-                   st.exit_code, st.elapsed, st.node]  # fmt: skip
+                   st.exit_code, st.elapsed, st.node, attempts_summary(attempts.of(t))]  # fmt: skip
             if efficiency:
                 u = usage.get((t.job.job_id, t.index))
                 row += efficiency_cells(u) if u else ["-", "-", "-", "not available"]
@@ -171,13 +181,58 @@ def status(
     typer.echo("\n".join(out))
 
 
+class _Attempts:
+    """Each task's attempts, from the attempts folder its batch script names (read once)."""
+
+    def __init__(self) -> None:
+        self._dirs: dict[Path, Path | None] = {}
+
+    def of(self, task: Task) -> list[Attempt]:
+        if task.number is None:
+            return []
+        script = task.job.script_path
+        if script not in self._dirs:
+            try:
+                self._dirs[script] = attempts_dir(read_script(script).exports)
+            except OSError:
+                self._dirs[script] = None
+        folder = self._dirs[script]
+        return read_attempts(folder / str(task.number)) if folder is not None else []
+
+
+def _status_json(
+    groups: list[Group], q: TaskQuery, scratch: Path, attempts: _Attempts, only: str | None
+) -> dict[str, object]:
+    """`hpc status --json`: what the table shows, with every attempt in full."""
+    subs = []
+    for g in groups:
+        tasks = []
+        for t in tasks_of(g, q):
+            if only is not None and t.slurm_id != only:
+                continue
+            st = t.state or TaskState("UNKNOWN")
+            tried = attempts.of(t)
+            tasks.append({
+                "task": t.number, "job": t.slurm_id, "state": st.state,
+                "exit_code": st.exit_code, "elapsed": st.elapsed, "node": st.node,
+                "log": str(t.log(scratch)), "attempts": len(tried),
+                "attempt_list": [a.to_dict() for a in tried],
+            })  # fmt: skip
+        subs.append({
+            "submission": g.submission_id, "exp_name": g.exp_name,
+            "submitted_at": g.submitted_at.isoformat(), "job_ids": g.job_ids,
+            "rerun_of": g.rerun_of, "tasks": tasks,
+        })  # fmt: skip
+    return {"sources": q.sources, "notes": q.notes, "submissions": subs}
+
+
 @app.command()
 def report(
     target: Annotated[str, typer.Argument(help="JOB, JOB_TASK or EXP.")],
     scratch_dir: ScratchOpt = None,
 ) -> None:
     """Resource efficiency of a submission (the same as `hpc status TARGET --efficiency`)."""
-    status(target, None, scratch_dir, 20, False, True)
+    status(target, None, scratch_dir, 20, False, True, False)
 
 
 def _pick_one(group: Group, task_id: str | None, task_no: int | None, q: TaskQuery) -> Task:

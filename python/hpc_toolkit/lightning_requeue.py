@@ -167,7 +167,13 @@ class SlurmRequeue(pl.Callback):
 
     @staticmethod
     def resume_path(dirpath: str | Path | None = None) -> str | None:
-        """The newest hpc_ckpt_N.ckpt in dirpath (default: the checkpoint folder), or None."""
+        """The newest hpc_ckpt_N.ckpt in dirpath (default: the checkpoint folder), or None.
+
+        None as well in a job whose attempt does not resume (HPC_RESUMING=0: a new run's
+        first attempt never loads a checkpoint another run left there).
+        """
+        if os.environ.get("HPC_RESUMING") == "0":
+            return None
         folder = Path(dirpath) if dirpath is not None else checkpoint_dir()
         versions = _versions(folder)
         return str(folder / f"hpc_ckpt_{max(versions)}.ckpt") if versions else None

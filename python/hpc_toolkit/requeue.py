@@ -65,6 +65,20 @@ def checkpoint_dir() -> Path:
     return path
 
 
+def resuming() -> bool:
+    """Whether this attempt continues its run's checkpoints.
+
+    Inside a job the toolkit says (HPC_RESUMING=1 or 0, README "Runs, attempts and
+    checkpoints"): only a run's own later attempts, a --rerun of its line, or a submission
+    with --resume resume; a new run never loads what another run left. Outside a job:
+    whether the checkpoint folder holds a checkpoint.
+    """
+    said = os.environ.get("HPC_RESUMING")
+    if said in ("0", "1"):
+        return said == "1"
+    return latest_checkpoint() is not None
+
+
 def restart_count() -> int:
     """How many times this job was requeued (0 on the first run)."""
     value = os.environ.get("HPC_RESTART_COUNT") or os.environ.get("SLURM_RESTART_COUNT") or "0"
@@ -74,7 +88,11 @@ def restart_count() -> int:
 def latest_checkpoint(pattern: str = "*", directory: Path | None = None) -> Path | None:
     """The most recently modified file matching pattern in the checkpoint folder, if any."""
     folder = directory if directory is not None else checkpoint_dir()
-    candidates = [p for p in folder.glob(pattern) if p.is_file() and not p.name.endswith(".tmp")]
+    candidates = [
+        p
+        for p in folder.glob(pattern)
+        if p.is_file() and not p.name.endswith(".tmp") and not p.name.startswith(".hpc_")
+    ]
     return max(candidates, key=lambda p: p.stat().st_mtime_ns, default=None)
 
 

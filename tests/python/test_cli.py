@@ -73,7 +73,17 @@ def test_status_table(runner: CliRunner, stub: Stub, scratch: Path) -> None:
     lines = result.stdout.splitlines()
     assert lines[0] == "States from: sacct"
     assert lines[1].startswith("== train  jobs 1001  1 task(s)") and "COMPLETED 1" in lines[1]
-    assert lines[2].split() == ["TASK", "JOB", "STATE", "EXIT", "ELAPSED", "NODE", "LOG"]
+    assert lines[2].split() == [
+        "TASK",
+        "JOB",
+        "STATE",
+        "EXIT",
+        "ELAPSED",
+        "NODE",
+        "ATTEMPTS",
+        "LOG",
+    ]
+    assert lines[3].split()[6] == "-"  # no attempts file (a job from an older toolkit)
     assert lines[3].split()[:6] == ["0", "1001", "COMPLETED", "0:0", "00:10:00", "node1"]
     assert lines[3].endswith(str(scratch / "hpc_outputs" / "train-1001.out"))
     assert "COMPLETED 2, FAILED 1" in lines[4]
@@ -82,6 +92,62 @@ def test_status_table(runner: CliRunner, stub: Stub, scratch: Path) -> None:
     assert "RUNNING 1" in lines[9]
     assert len(lines) == 12
     assert "submissions.tsv:2: skipped a malformed line" in result.stderr
+
+
+def _attempts(scratch: Path) -> Path:
+    """Submission 1002's batch script naming its commands file, and task 2's attempts."""
+    jobs = scratch / "hpc_outputs" / "jobs"
+    (jobs / "sweep-20240501-130000-2.sbatch").write_text(
+        f"#!/bin/bash\nexport HPC_COMMANDS_FILE='{jobs}/sweep-20240501-130000-2.commands'\n"
+    )
+    folder = jobs / "sweep-20240501-130000-2.attempts"
+    folder.mkdir()
+    (folder / "2").write_text(
+        "attempt=1 job=1002_2 start=100 end=- outcome=running exit=-\n"
+        "attempt=1 job=1002_2 start=100 end=160 outcome=warned-requeued exit=0\n"
+        "attempt=2 job=1002_2 start=170 end=- outcome=running exit=-\n"
+        "attempt=2 job=1002_2 start=170 end=230 outcome=preempted-requeued exit=0\n"
+        "garbage line; rm -rf /\n"
+        "attempt=3 job=1002_2 start=240 end=- outcome=running exit=-\n"
+        "attempt=4 job=1002_2 start=300 end=- outcome=running exit=-\n"
+        "attempt=4 job=1002_2 start=300 end=310 outcome=failed exit=1\n"
+    )
+    return folder
+
+
+def test_status_attempts(runner: CliRunner, stub: Stub, scratch: Path) -> None:
+    stub("sacct", SACCT)
+    _attempts(scratch)
+    result = runner.invoke(app, ["status", "1002_2"])
+    assert result.exit_code == 0, result.stderr
+    row = result.stdout.splitlines()[3]
+    assert (
+        "4: warned and requeued, preempted and requeued, ended with no record (killed?), "
+        "failed (exit 1)" in row
+    )
+    as_json = runner.invoke(app, ["status", "1002", "--json"])
+    assert as_json.exit_code == 0, as_json.stderr
+    data = json.loads(as_json.stdout)
+    (sub,) = data["submissions"]
+    tasks = {t["task"]: t for t in sub["tasks"]}
+    assert tasks[0]["attempts"] == 0 and tasks[0]["state"] == "COMPLETED"
+    two = tasks[2]
+    assert two["attempts"] == 4 and two["state"] == "FAILED" and two["exit_code"] == "1:0"
+    assert [a["outcome"] for a in two["attempt_list"]] == [
+        "warned-requeued", "preempted-requeued", "lost", "failed"
+    ]  # fmt: skip
+    assert two["attempt_list"][0] == {
+        "number": 1, "job": "1002_2", "start": 100, "end": 160, "outcome": "warned-requeued",
+        "exit_code": "0", "description": "warned and requeued",
+    }  # fmt: skip
+
+
+def test_status_attempt_running(runner: CliRunner, stub: Stub, scratch: Path) -> None:
+    stub("sacct", SACCT)
+    folder = _attempts(scratch)
+    (folder / "1").write_text("attempt=1 job=1002_1 start=5 end=- outcome=running exit=-\n")
+    result = runner.invoke(app, ["status", "1002_1"])
+    assert "1: running" in result.stdout.splitlines()[3]
 
 
 def test_status_filters(runner: CliRunner, stub: Stub, scratch: Path) -> None:

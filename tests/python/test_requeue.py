@@ -167,6 +167,12 @@ def test_lightning_callback_checkpoints_at_a_batch_end_and_resumes(
     assert first.saved_path == tmp_path / "hpc_ckpt_1.ckpt" and first.saved_path.is_file()
     assert t1.global_step == 6  # stopped right after the signalled step, nothing beyond
     assert SlurmRequeue.resume_path(tmp_path) == str(tmp_path / "hpc_ckpt_1.ckpt")
+    # A job whose attempt does not resume (a new run's first) never loads it.
+    os.environ["HPC_RESUMING"] = "0"
+    try:
+        assert SlurmRequeue.resume_path(tmp_path) is None
+    finally:
+        del os.environ["HPC_RESUMING"]
 
     second = SlurmRequeue(dirpath=tmp_path)
     t2 = _quiet_cpu_trainer(tmp_path, 12, second)
@@ -282,3 +288,20 @@ def test_lightning_ranks_stop_once_every_rank_has_the_warning_or_one_waited_long
     assert not batch_end(a, b)
     time.sleep(0.35)
     assert batch_end(a, b)  # b never got one: stop anyway, 0.3 s after a's
+
+
+def test_resuming_follows_the_job_and_never_takes_toolkit_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hpc_toolkit.requeue import latest_checkpoint, resuming
+
+    monkeypatch.setenv("HPC_CHECKPOINT_DIR", str(tmp_path))
+    monkeypatch.delenv("HPC_RESUMING", raising=False)
+    (tmp_path / ".hpc_run").write_text("run=x/0\n")
+    assert latest_checkpoint() is None and not resuming()  # outside a job: a checkpoint?
+    (tmp_path / "a.pt").write_bytes(b"w")
+    assert resuming()
+    monkeypatch.setenv("HPC_RESUMING", "0")  # a new run's first attempt: never
+    assert not resuming()
+    monkeypatch.setenv("HPC_RESUMING", "1")
+    assert resuming()

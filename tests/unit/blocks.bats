@@ -177,6 +177,7 @@ EOF
   scratch_is_empty
   local file=$REPO_ROOT/tests/unit/golden/blocks_dry_run.txt
   sed -e "s|$BATS_TEST_TMPDIR|@TMP@|g" -e 's/blk-[0-9]\{8\}-[0-9]\{6\}-[0-9]*/blk-@STAMP@/g' \
+    -e "s/^export HPC_SUBMITTED_AT='[0-9T:-]*'$/export HPC_SUBMITTED_AT='@WHEN@'/" \
     <<<"$output" >"$BATS_TEST_TMPDIR/dry.txt"
   [[ -z ${UPDATE_GOLDEN:-} ]] || cp "$BATS_TEST_TMPDIR/dry.txt" "$file"
   diff -u "$file" "$BATS_TEST_TMPDIR/dry.txt"

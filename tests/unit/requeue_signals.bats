@@ -3,7 +3,7 @@
 # program with the default signal dispositions (so bash can trap SIGUSR1), proc_tree.sh
 # passes the warning to the processes that handle it, and the verdict after a warning
 # requeues only an attempt that made progress. On the cluster: requeue_programs.bats.
-# shellcheck disable=SC2016,SC2031 # job code in single quotes runs in the job shell; each test is a subshell
+# shellcheck disable=SC2016,SC2030,SC2031 # job code in single quotes runs in the job shell; each test is a subshell
 
 load ../helpers/common
 
@@ -89,6 +89,21 @@ time.sleep(20)" "$1" & wait' _ "$d" &
   [ "$(cat "$d/worker")" = usr1 ]
 }
 
+@test "proc_tree: torchrun is looked through: a worker with no handler gets nothing (it may finish in the grace period)" {
+  local d=$BATS_TEST_TMPDIR
+  mkdir -p "$d/bin"
+  # A TERM-handling launcher named torchrun, with a worker that handles nothing.
+  printf '#!/bin/bash\ntrap "echo term >%q/launcher; kill \\$!; exit 0" TERM\nsleep 20 & wait\n' "$d" >"$d/bin/torchrun"
+  chmod +x "$d/bin/torchrun"
+  "$d/bin/torchrun" &
+  local launcher=$!
+  sleep 0.5
+  run bash "$RT/proc_tree.sh" warn "$launcher"
+  [ "$status" -eq 1 ]
+  [ ! -e "$d/launcher" ]
+  kill "$launcher"
+}
+
 @test "proc_tree: a container runtime in between is looked through, not signalled" {
   local d=$BATS_TEST_TMPDIR
   mkdir -p "$d/bin"
@@ -142,20 +157,30 @@ signal.signal(signal.SIGUSR1, signal.SIG_DFL); open(sys.argv[1]+"/ready","w"); t
   wait "$p"
 }
 
-@test "verdict: requeue only after progress (exit 0 by itself, or a checkpoint this attempt)" {
+@test "verdict: finished when it exits 0 without taking the warning; requeue only after progress" {
   # shellcheck source=virtual_env_hpc_files/requeue.sh
   source "$RT/requeue.sh"
   local v
-  # REQUEUE RC STOPPED WROTE RESTARTS MAX
-  hpc_requeue_verdict_to v yes 0 0 0 0 10 && [ "$v" = requeue ]     # exited 0 by itself
-  hpc_requeue_verdict_to v yes 143 1 1 0 10 && [ "$v" = requeue ]   # stopped, but saved
-  hpc_requeue_verdict_to v yes 3 0 1 2 10 && [ "$v" = requeue ]     # failed, but saved
-  hpc_requeue_verdict_to v yes 143 1 0 0 10 && [ "$v" = no-progress ] # stopped, nothing saved
-  hpc_requeue_verdict_to v yes 0 1 0 0 10 && [ "$v" = no-progress ] # exited 0 only once stopped
-  hpc_requeue_verdict_to v yes 3 0 0 0 10 && [ "$v" = no-progress ] # failed, nothing saved
-  hpc_requeue_verdict_to v yes 0 0 1 10 10 && [ "$v" = limit ]
-  hpc_requeue_verdict_to v yes 143 1 0 10 10 && [ "$v" = no-progress ]
-  hpc_requeue_verdict_to v no 0 0 1 0 10 && [ "$v" = off ]
+  # REQUEUE RC STOPPED WROTE RESTARTS MAX TOOK OVER
+  hpc_requeue_verdict_to v yes 0 0 0 0 10 0 0 && [ "$v" = finished ]  # exit 0, never took it
+  hpc_requeue_verdict_to v yes 0 0 1 0 10 0 0 && [ "$v" = finished ]  # ... even having saved
+  hpc_requeue_verdict_to v no 0 0 0 0 10 0 0 && [ "$v" = finished ]
+  hpc_requeue_verdict_to v yes 0 0 1 10 10 0 0 && [ "$v" = finished ] # ... at the limit too
+  hpc_requeue_verdict_to v yes 0 0 1 0 10 1 0 && [ "$v" = requeue ]   # took it, saved: a pause
+  hpc_requeue_verdict_to v yes 0 0 0 0 10 1 0 && [ "$v" = no-progress ] # took it, saved nothing
+  hpc_requeue_verdict_to v yes 143 1 1 0 10 0 0 && [ "$v" = requeue ]  # stopped, but saved
+  hpc_requeue_verdict_to v yes 3 0 1 2 10 0 0 && [ "$v" = failed ]     # failed by itself
+  hpc_requeue_verdict_to v yes 3 0 0 0 10 0 0 && [ "$v" = failed ]
+  hpc_requeue_verdict_to v yes 3 0 1 2 10 1 0 && [ "$v" = requeue ]    # took it, saved, exit 3
+  hpc_requeue_verdict_to v yes 143 1 0 0 10 0 0 && [ "$v" = no-progress ] # stopped, nothing saved
+  hpc_requeue_verdict_to v yes 0 1 0 0 10 0 0 && [ "$v" = no-progress ] # exited 0 only once stopped
+  hpc_requeue_verdict_to v yes 3 0 0 0 10 1 0 && [ "$v" = no-progress ] # failed, nothing saved
+  hpc_requeue_verdict_to v yes 0 0 1 1 10 1 1 && [ "$v" = started-over ] # rewrote an old one
+  hpc_requeue_verdict_to v yes 0 0 1 10 10 1 0 && [ "$v" = limit ]
+  hpc_requeue_verdict_to v yes 143 1 0 10 10 1 0 && [ "$v" = no-progress ]
+  hpc_requeue_verdict_to v no 0 0 1 0 10 1 0 && [ "$v" = off ]
+  # Older callers (no TOOK): taken, as before.
+  hpc_requeue_verdict_to v yes 0 0 1 0 10 && [ "$v" = requeue ]
 }
 
 @test "a checkpoint counts when written during this attempt: not before it, not empty, not a .tmp" {
@@ -189,6 +214,49 @@ warned_job() {
   [[ $output == *"no checkpoint was written after the warning: not requeued"* ]]
   [[ $output == *"attempt 1, 0 restart(s) so far"* ]]
   [[ $output != *requeueing* ]]
+}
+
+@test "a warned program with no handler that exits 0 within the grace period has finished: exit 0, one attempt" {
+  warned_job 'sleep 2; echo "training finished"'
+  [ "$status" -eq 0 ]
+  [[ $output == *"training finished"* ]]
+  [[ $output == *"the program ended before any of its processes handled the warning"* ]]
+  [[ $output == *"exited 0 without taking the walltime warning: it had finished; the job is complete, not requeued"* ]]
+  [[ $output != *requeueing* ]]
+  grep -q ' outcome=finished exit=0$' "$BATS_TEST_TMPDIR/commands.attempts/0"
+  [ "$(wc -l <"$BATS_TEST_TMPDIR/commands.attempts/0")" -eq 2 ] # running, then finished
+}
+
+@test "a warned bash program that traps USR1 and exits 0 without saving is not requeued (124)" {
+  warned_job 'trap "exit 0" USR1; while :; do sleep 0.1; done'
+  [ "$status" -eq 124 ]
+  [[ $output == *"took the warning and exited 0, but nothing in"* ]]
+  [[ $output != *requeueing* ]]
+  grep -q ' outcome=no-progress exit=124$' "$BATS_TEST_TMPDIR/commands.attempts/0"
+}
+
+@test "an attempt that writes again an older checkpoint of an earlier attempt started over: said, not requeued" {
+  mkdir -p "$scratch_dir/e/checkpoints"
+  printf 1 >"$scratch_dir/e/checkpoints/step-1.pt" && touch -d '2 minutes ago' "$scratch_dir/e/checkpoints/step-1.pt"
+  printf 2 >"$scratch_dir/e/checkpoints/step-2.pt" && touch -d '1 minute ago' "$scratch_dir/e/checkpoints/step-2.pt"
+  export SLURM_RESTART_COUNT=1
+  warned_job 'trap "printf x >\"\$HPC_CHECKPOINT_DIR/step-1.pt\"; exit 0" USR1; while :; do sleep 0.1; done'
+  [ "$status" -eq 124 ]
+  [[ $output == *"resuming: "*"holds this run's checkpoints (newest: step-2.pt)"* ]]
+  [[ $output == *"started over instead of resuming: it wrote $scratch_dir/e/checkpoints/step-1.pt again"* ]]
+  [[ $output != *requeueing* ]]
+}
+
+@test "an attempt that writes the newest checkpoint again, or a new one, resumed: requeued, and the log says from where" {
+  mkdir -p "$scratch_dir/e/checkpoints"
+  printf 1 >"$scratch_dir/e/checkpoints/step-1.pt" && touch -d '2 minutes ago' "$scratch_dir/e/checkpoints/step-1.pt"
+  # An older log that every attempt appends to is no rewrite (requeue.bats's progress.log).
+  printf '1 1\n' >"$scratch_dir/e/checkpoints/progress.log" && touch -d '3 minutes ago' "$scratch_dir/e/checkpoints/progress.log"
+  printf 2 >"$scratch_dir/e/checkpoints/last.pt" && touch -d '1 minute ago' "$scratch_dir/e/checkpoints/last.pt"
+  export SLURM_RESTART_COUNT=1
+  warned_job 'echo "2 1" >>"$HPC_CHECKPOINT_DIR/progress.log"; trap "printf x >\"\$HPC_CHECKPOINT_DIR/last.pt\"; printf y >\"\$HPC_CHECKPOINT_DIR/step-3.pt\"; exit 0" USR1; while :; do sleep 0.1; done'
+  [[ $output == *"requeueing job 4242: restart 2 of at most 10; the next attempt resumes from $scratch_dir/e/checkpoints"* ]]
+  [[ $output != *"started over"* ]]
 }
 
 @test "a warned bash program that traps USR1 and saves goes on to the requeue" {

@@ -370,7 +370,8 @@ EOF2
   first_listing=$(listing "$DATA")
   echo 4242 >>"$BATS_TEST_TMPDIR/queued" # the first job waits in the queue
   printf 'new' >"$DATA/datasets/imgs/a/3.bin"
-  staged --data datasets
+  # (Another experiment: one of the same name is refused while the first is queued.)
+  staged --data datasets --exp-name s2
   [[ $stderr == *"data: building"* ]]
   [ "$(archive)" != "$first" ]
   # The first job's archive is still there, with the data the first job was submitted with.
@@ -393,14 +394,15 @@ EOF2
 
 @test "archives no queued or running job refers to are pruned; queued ones, recent ones, and all when squeue fails are kept" {
   load ../helpers/hostile_state
+  # (Each submission its own experiment: one of the same name is refused while another is queued.)
   squeue_stub
   export HPC_STAGING_KEEP_MIN=0
-  staged --data datasets # job 4242, archive A
+  staged --data datasets --exp-name s1 # job 4242, archive A
   local a b c legacy
   a=$(archive)
   echo 4242 >"$BATS_TEST_TMPDIR/queued"
   printf '1' >"$DATA/datasets/imgs/a/4.bin"
-  staged --data datasets # job 4243, archive B
+  staged --data datasets --exp-name s2 # job 4243, archive B
   [ -f "$a" ] # its job is queued
   b=$(archive)
   # A legacy archive (no .jobs file, from before archives were named by content), long
@@ -417,12 +419,12 @@ EOF2
   # squeue cannot be asked: nothing is pruned.
   touch "$BATS_TEST_TMPDIR/squeue_down"
   printf '2' >"$DATA/datasets/imgs/a/5.bin"
-  staged --data datasets # job 4244, archive C
+  staged --data datasets --exp-name s3 # job 4244, archive C
   c=$(archive)
   [ -f "$a" ] && [ -f "$b" ] && [ -f "$legacy" ]
   rm "$BATS_TEST_TMPDIR/squeue_down"
   # A submission of unchanged data (reuse) prunes too.
-  staged --data datasets
+  staged --data datasets --exp-name s4
   [[ $stderr == *reused* ]]
   [[ $stderr == *"data: pruned 1 archive(s)"* ]]
   [ ! -e "$a" ] && [ ! -e "${a%.tar*}.state" ] && [ ! -e "${a%.tar*}.jobs" ]
@@ -434,9 +436,9 @@ EOF2
   # Within HPC_STAGING_KEEP_MIN of its last submission an archive stays, its jobs ended or not.
   : >"$BATS_TEST_TMPDIR/queued"
   touch "$b"
-  HPC_STAGING_KEEP_MIN=30 staged --data datasets
+  HPC_STAGING_KEEP_MIN=30 staged --data datasets --exp-name s5
   [ -f "$b" ]
   [ ! -e "$legacy" ] && [ ! -e "$DATA/.hpc_staging/0123456789abcdef.state" ]
-  staged --data datasets
+  staged --data datasets --exp-name s6
   [ ! -e "$b" ] && [ -f "$c" ]
 }

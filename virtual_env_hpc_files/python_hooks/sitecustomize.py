@@ -20,7 +20,9 @@ start-up; it does nothing until one of the modules below is imported:
     SIGTERM every rank sets a flag; at the first batch end where every rank has it (a
     few seconds after the first at most) all ranks agree, save hpc_ckpt_N.ckpt in
     $HPC_CHECKPOINT_DIR together and stop; the job then requeues;
-  - makes `trainer.fit(...)` without a ckpt_path resume from the newest of those.
+  - makes `trainer.fit(...)` without a ckpt_path resume from the newest of those, when
+    this attempt resumes its run (HPC_RESUMING=1: its own earlier attempt, a --rerun, or
+    --resume); never on a new run's first attempt.
 
 A sitecustomize.py found later on sys.path (a distribution's own) still runs.
 """
@@ -143,7 +145,10 @@ def _patch_trainer(module: Any) -> None:
 
     def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
         folder = getattr(self, "_hpc_requeue_folder", None)
-        if folder and len(args) < 4 and kwargs.get("ckpt_path") is None:
+        # A new run's first attempt never loads a checkpoint (HPC_RESUMING=0): asked here,
+        # not only in resume_path, so that an older hpc_toolkit in the venv obeys it too.
+        resuming = os.environ.get("HPC_RESUMING") != "0"
+        if folder and resuming and len(args) < 4 and kwargs.get("ckpt_path") is None:
             resume = _slurm_requeue_class().resume_path(folder)
             if resume:
                 kwargs["ckpt_path"] = resume

@@ -1,0 +1,157 @@
+# shellcheck shell=bash
+# Runs and their checkpoints, submitting side (README: Runs, attempts and checkpoints).
+# A run is one line of one submission; it owns the checkpoint folder it writes
+# (<exp>/checkpoints, or <exp>/checkpoints/task_I in an array or packed job), and the
+# folder's .hpc_run says so (written by the job: virtual_env_hpc_files/runs.sh, whose
+# reader this file shares). A new submission that would use a folder holding another
+# run's checkpoints is refused before anything is written, unless --resume (continue
+# them: the plan exports HPC_RESUME=yes) or --fresh (they are moved aside to
+# <exp>/old_checkpoints/ first); and it is refused while another submission of the same
+# experiment is queued or running. Sweeps keep their folders as they are (HPC_RESUME=yes):
+# their tasks are agents, not runs.
+
+# shellcheck source=virtual_env_hpc_files/runs.sh
+source "${BASH_SOURCE[0]%/*}/../../virtual_env_hpc_files/runs.sh"
+
+# hpc_runs_validate: --resume and --fresh exclude each other, and mean nothing to a sweep.
+hpc_runs_validate() {
+  ((OPT_RESUME == 0 || OPT_FRESH == 0)) ||
+    die "--resume and --fresh exclude each other: --resume continues the checkpoints found, --fresh keeps them aside and starts over"
+  if ((OPT_RESUME || OPT_FRESH)) && hpc_sweep_requested; then
+    die "--resume and --fresh are for the commands file's runs; a sweep's agents always continue their task folders (--resume-sweep runs the unfinished points again)"
+  fi
+}
+
+# hpc_runs_exports: the run's identity for the job (runs.sh): which submission (its lines
+# are its runs), when, and whether it takes over checkpoints it finds (--resume).
+hpc_runs_exports() {
+  _export HPC_SUBMISSION_ID "$J_SUBMISSION_ID"
+  _export HPC_SUBMITTED_AT "$J_SUBMITTED_AT"
+  if ((${OPT_RESUME:-0})) || hpc_sweep_requested; then
+    _export HPC_RESUME yes
+  fi
+}
+
+# hpc_runs_folders_to ARRAY: the checkpoint folders this submission's lines use.
+hpc_runs_folders_to() {
+  local -n _dirs=$1
+  local base=$J_SCRATCH_DIR/$J_EXP_NAME/checkpoints i n=${#J_COMMANDS[@]}
+  _dirs=()
+  if ((n > 1)) || [[ -n ${J_PACK:-} ]]; then
+    for ((i = 0; i < n; i++)); do _dirs+=("$base/task_$i"); done
+  else
+    _dirs=("$base")
+  fi
+}
+
+# hpc_runs_taken_to ARRAY: the folders of this submission that hold checkpoints (which a
+# new submission never owns).
+hpc_runs_taken_to() {
+  local -n _taken=$1
+  local -a _all
+  local d
+  _taken=()
+  hpc_runs_folders_to _all
+  for d in "${_all[@]}"; do
+    ! hpc_ckpt_has_files "$d" || _taken+=("$d")
+  done
+}
+
+# hpc_runs_check: refuse (exit 2) a submission that would take another run's checkpoints
+# without --resume or --fresh, and one whose experiment is queued or running already.
+# Reads files and squeue only; writes nothing.
+hpc_runs_check() {
+  hpc_sweep_requested && return 0
+  ((OPT_DRY_RUN)) || hpc_runs_check_active
+  ((OPT_RESUME == 0 && OPT_FRESH == 0)) || return 0
+  local -a taken
+  local -A rec
+  local desc msg d shown=0
+  hpc_runs_taken_to taken
+  ((${#taken[@]})) || return 0
+  msg="the checkpoint folder(s) this submission would use already hold checkpoints of another run:"
+  for d in "${taken[@]}"; do
+    if ((shown == 3)); then
+      msg+=$'\n'"  ... and $((${#taken[@]} - 3)) more"
+      break
+    fi
+    hpc_run_record_to rec "$d"
+    hpc_run_describe_to desc rec
+    msg+=$'\n'"  $d: $desc"
+    ((++shown))
+  done
+  msg+=$'\n'"A new submission neither resumes nor overwrites them. Choose one:"
+  msg+=$'\n'"  --resume           continue them on purpose (the program finds them; HPC_RESUMING=1)"
+  msg+=$'\n'"  --fresh            start over; they are kept in $J_SCRATCH_DIR/$J_EXP_NAME/old_checkpoints/"
+  msg+=$'\n'"  --exp-name NAME    use another experiment folder"
+  die "$msg"
+}
+
+# hpc_runs_check_active: refuse while a submission of the same experiment (the ledger's
+# jobs of J_EXP_NAME) is queued or running: two never share a checkpoint folder.
+hpc_runs_check_active() {
+  local ledger=$J_SCRATCH_DIR/hpc_outputs/jobs/submissions.tsv queued id
+  local -A mine=()
+  local -a f
+  [[ -r $ledger ]] && command -v squeue >/dev/null || return 0
+  while IFS=$'\t' read -r -a f; do
+    [[ ${f[2]:-} == "$J_EXP_NAME" && ${f[6]:-job} == job && ${f[1]:-} =~ ^[0-9]+$ ]] || continue
+    mine[${f[1]}]=${f[5]:-${f[1]}}
+  done <"$ledger"
+  ((${#mine[@]})) || return 0
+  queued=$(squeue -h -o %i -u "${USER:-$(id -un)}" 2>/dev/null) || return 0
+  while read -r id; do
+    [[ -n $id ]] || continue
+    id=${id%%_*} # an array's task (123_4, 123_[5-9]): the array's id, as the ledger has it
+    [[ -n ${mine[$id]:-} ]] || continue
+    die "submission ${mine[$id]} (job $id) of experiment '$J_EXP_NAME' is still queued or running and uses its checkpoint folders ($J_SCRATCH_DIR/$J_EXP_NAME/checkpoints): wait for it to end (hpc status), cancel it (hpc cancel $id), or submit with another --exp-name"
+  done <<<"$queued"
+}
+
+# hpc_runs_fresh_plan_to ARRAY: "FROM<TAB>TO" for every folder --fresh moves aside: to
+# <exp>/old_checkpoints/<folder name>.<job>-<when it was submitted>.
+hpc_runs_fresh_plan_to() {
+  local -n _moves=$1
+  local -a taken
+  local -A rec
+  local d name when to k
+  _moves=()
+  ((${OPT_FRESH:-0})) || return 0
+  hpc_runs_taken_to taken
+  for d in "${taken[@]}"; do
+    hpc_run_record_to rec "$d"
+    when=${rec[submitted]:-}
+    [[ $when =~ ^([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2}) ]] &&
+      when=${BASH_REMATCH[1]}${BASH_REMATCH[2]}${BASH_REMATCH[3]}-${BASH_REMATCH[4]}${BASH_REMATCH[5]}${BASH_REMATCH[6]}
+    [[ -n $when && $when != '?' ]] || when=$(date -r "$d" +%Y%m%d-%H%M%S 2>/dev/null) || when=unknown
+    name=${d##*/}.job${rec[job]:-unknown}-$when
+    to=$J_SCRATCH_DIR/$J_EXP_NAME/old_checkpoints/$name
+    k=1
+    while [[ -e $to ]]; do to=$J_SCRATCH_DIR/$J_EXP_NAME/old_checkpoints/$name.$((k++)); done
+    _moves+=("$d"$'\t'"$to")
+  done
+}
+
+# hpc_runs_fresh_note: --dry-run: what --fresh would move.
+hpc_runs_fresh_note() {
+  local -a moves
+  local m
+  hpc_runs_fresh_plan_to moves
+  for m in "${moves[@]}"; do
+    say "--fresh would keep ${m%%$'\t'*} as ${m#*$'\t'} (not moved: --dry-run)"
+  done
+}
+
+# hpc_runs_fresh_move: --fresh, just before sbatch: the old checkpoints go aside.
+hpc_runs_fresh_move() {
+  local -a moves
+  local m from to
+  hpc_runs_fresh_plan_to moves
+  for m in "${moves[@]}"; do
+    from=${m%%$'\t'*} to=${m#*$'\t'}
+    if ! { mkdir -p -- "${to%/*}" && mv -- "$from" "$to"; }; then
+      die "--fresh: could not move $from to $to; nothing was submitted"
+    fi
+    say "--fresh: the checkpoints in $from are kept as $to"
+  done
+}

@@ -1,0 +1,93 @@
+"""A task's attempts (the times Slurm started it: requeues) and how each ended.
+
+The job side (virtual_env_hpc_files/runs.sh) appends one line per event to
+`<commands file less .commands>.attempts/T` (T: the task's number in the submission):
+`attempt=A job=J start=EPOCH end=EPOCH|- outcome=O exit=E|-`, "running" when an attempt
+starts and its outcome when it ends. sacct shows only a job's last attempt; this file
+shows them all. A --rerun's jobs run the same lines and append to the same files.
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+_LINE = re.compile(
+    r"attempt=([0-9]{1,6}) job=([0-9_]{1,40}|local) start=([0-9]{1,12}) end=([0-9]{1,12}|-)"
+    r" outcome=([a-z-]{1,30}) exit=([0-9]{1,3}|-)$"
+)
+# What each outcome means, in the words `hpc status` shows.
+OUTCOMES = {
+    "running": "running",
+    "finished": "finished",
+    "failed": "failed",
+    "warned-requeued": "warned and requeued",
+    "preempted-requeued": "preempted and requeued",
+    "requeued": "requeued from outside",
+    "no-progress": "warned, no progress: not requeued",
+    "started-over": "started over instead of resuming: not requeued",
+    "restart-limit": "warned at the restart limit: not requeued",
+    "not-requeued": "warned, --no-requeue",
+    "cancelled": "cancelled",
+    "lost": "ended with no record (killed?)",
+}
+MAX_READ = 1 << 20  # a task's file: a few dozen bytes per attempt
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One start of a task by Slurm."""
+
+    number: int
+    job: str
+    start: int
+    end: int | None
+    outcome: str
+    exit_code: str
+
+    def describe(self) -> str:
+        text = OUTCOMES.get(self.outcome, self.outcome)
+        return text + (f" (exit {self.exit_code})" if self.exit_code not in ("-", "0") else "")
+
+    def to_dict(self) -> dict[str, object]:
+        return {**asdict(self), "description": self.describe()}
+
+
+def attempts_dir(exports: Mapping[str, str]) -> Path | None:
+    """The folder of a submission's attempts files, from its batch script's exports."""
+    commands = exports.get("HPC_COMMANDS_FILE", "")
+    return Path(commands.removesuffix(".commands") + ".attempts") if commands else None
+
+
+def read_attempts(path: Path) -> list[Attempt]:
+    """The attempts in one task's file, in order; an attempt that started and has no end
+    is "running" when it is the last one, else "lost". Garbled lines are skipped."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            text = fh.read(MAX_READ)
+    except OSError:
+        return []
+    found: dict[tuple[str, int], Attempt] = {}
+    for line in text.splitlines():
+        m = _LINE.match(line)
+        if m is None:
+            continue
+        end = None if m[4] == "-" else int(m[4])
+        found[(m[2], int(m[1]))] = Attempt(int(m[1]), m[2], int(m[3]), end, m[5], m[6])
+    attempts = sorted(found.values(), key=lambda a: (a.start, a.number))
+    return [
+        Attempt(a.number, a.job, a.start, a.end, "lost", a.exit_code)
+        if a.outcome == "running" and i < len(attempts) - 1
+        else a
+        for i, a in enumerate(attempts)
+    ]
+
+
+def attempts_summary(attempts: list[Attempt]) -> str:
+    """`3: warned and requeued, warned and requeued, finished` (`-` when none)."""
+    if not attempts:
+        return "-"
+    return f"{len(attempts)}: " + ", ".join(a.describe() for a in attempts)

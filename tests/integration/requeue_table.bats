@@ -1,0 +1,166 @@
+#!/usr/bin/env bats
+# The requeue table, on the real local cluster: every kind of program against the
+# wall-time warning (taken or not, progress or none, exit 0 or not), with the launchers
+# none, script and torchrun and a packed line. One row per array task; all arrays run at
+# once and each task is warned (scancel --batch --signal=USR1) 1.5 s after it is ready.
+# The program: tests/helpers/programs/table_prog.py. hpc status shows each task's attempts.
+#   row  program                                   expected
+#   n0   no handler, finishes in the window, exit 0 COMPLETED 0, 1 attempt (finished)
+#   n1   no handler, fails by itself (exit 3)       FAILED 3, 1 attempt
+#   n2   handler, saves, exit 0                     REQUEUED then COMPLETED, resumed
+#   n3   handler, saves nothing, exit 0             FAILED 124, 1 attempt
+#   n4   handler, saves, exit 1                     REQUEUED then COMPLETED, resumed
+#   n5   no handler, saves every 5 steps, stopped   REQUEUED then COMPLETED, resumed
+#   n6   handler, saves, never resumes; warned again on attempt 2: started over, FAILED 124
+#   n7   no handler, saves nothing, stopped          FAILED 124, 1 attempt
+#   s0/s1, t0/t1  the same as n0/n2 under -d script and -d torchrun
+#   p    --pack 2: a line that finishes in the window and one that saves: the job requeues
+#        once and reruns only the second
+# shellcheck disable=SC2016 # command lines in single quotes are expanded in the job
+
+load ../helpers/cluster
+
+setup() {
+  integration_setup proj
+  cp "$REPO_ROOT"/tests/helpers/programs/* "$PROJECT/"
+}
+
+hpc() {
+  (cd "$PROJECT" && PYTHONPATH="$REPO_ROOT/python" "${HPC_TEST_VENV:-$REPO_ROOT/.venv}/bin/python" -m hpc_toolkit "$@")
+}
+
+# wait_file FILE [TIMEOUT_S]: until FILE exists.
+wait_file() {
+  local start=$SECONDS
+  until [[ -e $1 ]]; do
+    ((SECONDS - start < ${2:-240})) || { echo "no $1 after ${2:-240} s" >&2 && return 1; }
+    sleep 0.5
+  done
+}
+
+# warn_when_ready EXP TASK ATTEMPT TARGET [DELAY]: in the background: once line TASK of
+# EXP runs attempt ATTEMPT, the wall-time warning to TARGET's batch shell.
+warn_when_ready() {
+  (
+    wait_file "$SCRATCH/proj/$1/marks/ready_$2_$3_0" 300 || exit 1
+    sleep "${5:-1.5}"
+    scancel --batch --signal=USR1 "$4"
+  ) 3>&- &
+}
+
+# attempts ID: every attempt of the job in sacct, "state|exit" one per line, oldest first.
+attempts() {
+  sacct --duplicates -X -n -P -j "$1" -o State,ExitCode
+}
+
+# row NAME ID EXPECTED_ATTEMPTS: the row's sacct attempts as expected (its log shown).
+row() {
+  local got
+  got=$(attempts "$2")
+  if [[ $got != "$3" ]]; then
+    echo "row $1 ($2): sacct says '${got//$'\n'/, }', expected '${3//$'\n'/, }'" >&2
+    return 1
+  fi
+}
+
+@test "the requeue table: warning taken or not, progress or none, exit 0 or not; none, script, torchrun, packed" {
+  rm -rf "$PROJECT/.venv" && ln -s "${HPC_TEST_VENV:-$REPO_ROOT/.venv}" "$PROJECT/.venv" # torch
+  local f=$PROJECT/experiment_configurations.txt n s t p i
+  printf '%s\n' 'python3 table_prog.py finish 60' 'python3 table_prog.py fail 60' \
+    'python3 table_prog.py save 60' 'python3 table_prog.py nosave 400' \
+    'python3 table_prog.py savefail 60' 'python3 table_prog.py periodic 150' \
+    'python3 table_prog.py overwrite 400' 'python3 table_prog.py finish 400' >"$f"
+  submit --exp-name tn --time 10 --signal-grace 20
+  n=$JOB_ID
+  printf '%s\n' 'python3 table_prog.py finish 60' 'python3 table_prog.py save 60' >"$f"
+  submit --exp-name ts --time 10 --signal-grace 20 --which-distributed script
+  s=$JOB_ID
+  # (torchrun itself takes a few seconds to end after its worker: a shorter row, a longer grace)
+  printf '%s\n' 'python table_prog.py finish 40' 'python table_prog.py save 60' >"$f"
+  submit --exp-name tt --time 10 --signal-grace 30 --which-distributed torchrun
+  t=$JOB_ID
+  printf '%s\n' 'python3 table_prog.py finish 60' 'python3 table_prog.py save 60' >"$f"
+  submit --exp-name tp --time 10 --signal-grace 20 --pack 2 --cpus 2
+  p=$JOB_ID
+  for i in 0 1 2 3 4 5 6 7; do warn_when_ready tn "$i" 1 "${n}_$i"; done
+  warn_when_ready tn 6 2 "${n}_6" 2.5 # attempt 2 of the one that starts over
+  for i in 0 1; do
+    warn_when_ready ts "$i" 1 "${s}_$i"
+    warn_when_ready tt "$i" 1 "${t}_$i"
+  done
+  warn_when_ready tp 1 1 "$p" # (both lines run: line 1 is the later one's mark)
+  wait_job "$n" 400 8
+  wait_job "$s" 300 2
+  wait_job "$t" 300 2
+  wait_job "$p" 300 1
+  for i in 0 1 2 3 4 5 6 7; do echo "== tn $i" && cat "$(job_log "$n" tn "$i")"; done
+  for i in 0 1; do echo "== ts $i" && cat "$(job_log "$s" ts "$i")" && echo "== tt $i" && cat "$(job_log "$t" tt "$i")"; done
+  echo "== tp" && cat "$(job_log "$p" tp 0)"
+  local ck=$SCRATCH/proj/tn/checkpoints log
+  # n0: finished in the window: complete, one attempt, no requeue.
+  row n0 "${n}_0" 'COMPLETED|0:0'
+  log=$(job_log "$n" tn 0)
+  grep -q 'the program ended before any of its processes handled the warning' "$log"
+  grep -q 'the program exited 0 without taking the walltime warning: it had finished; the job is complete, not requeued' "$log"
+  ! grep -q 'requeueing' "$log" || false
+  [ "$(cat "$ck/task_0/done_0_0")" = "60 1 -1" ]
+  # n1: its own failure: its own code, one attempt.
+  row n1 "${n}_1" 'FAILED|3:0'
+  grep -q 'the program failed by itself (exit code 3) without taking the walltime warning: not requeued' "$(job_log "$n" tn 1)"
+  # n2, n4: a pause: requeued once, resumed where it saved (HPC_RESUMING=1).
+  row n2 "${n}_2" $'REQUEUED|0:0\nCOMPLETED|0:0'
+  row n4 "${n}_4" $'REQUEUED|0:0\nCOMPLETED|0:0'
+  for i in 2 4; do
+    log=$(job_log "$n" tn "$i")
+    grep -q "the next attempt resumes from $ck/task_$i" "$log"
+    grep -q "resuming: $ck/task_$i holds this run's checkpoints (newest: ckpt.json)" "$log"
+    grep -q "attempt 2 mode [a-z]* starts at step [1-9][0-9]* (HPC_RESUMING=1)" "$log"
+    read -r steps att from <"$ck/task_$i/done_${i}_0"
+    [ "$steps $att" = "60 2" ] && ((from > 0))
+  done
+  # n3, n7: warned with no progress: no loop.
+  row n3 "${n}_3" 'FAILED|124:0'
+  grep -q 'the program took the warning and exited 0, but nothing in' "$(job_log "$n" tn 3)"
+  row n7 "${n}_7" 'FAILED|124:0'
+  grep -q 'no checkpoint was written after the warning: not requeued' "$(job_log "$n" tn 7)"
+  # n5: no handler, periodic checkpoints: stopped at the end of the window, resumed.
+  row n5 "${n}_5" $'REQUEUED|0:0\nCOMPLETED|0:0'
+  read -r steps att from <"$ck/task_5/done_5_0"
+  [ "$steps $att" = "150 2" ] && ((from > 0))
+  # n6: starts over instead of resuming: seen on attempt 2, not requeued again.
+  row n6 "${n}_6" $'REQUEUED|0:0\nFAILED|124:0'
+  log=$(job_log "$n" tn 6)
+  grep -q "this attempt started over instead of resuming: it wrote $ck/task_6/step-[0-9]*.json again" "$log"
+  [ "$(grep -c 'requeueing job' "$log")" -eq 1 ]
+  # script and torchrun: the same two rows.
+  row s0 "${s}_0" 'COMPLETED|0:0'
+  row s1 "${s}_1" $'REQUEUED|0:0\nCOMPLETED|0:0'
+  row t0 "${t}_0" 'COMPLETED|0:0'
+  row t1 "${t}_1" $'REQUEUED|0:0\nCOMPLETED|0:0'
+  grep -q 'exited 0 without taking the walltime warning' "$(job_log "$t" tt 0)"
+  [ "$(cat "$SCRATCH/proj/tt/checkpoints/task_0/done_0_0")" = "40 1 -1" ]
+  # packed: line 0 finished in the window, line 1 paused; the rerun ran only line 1.
+  row p "$p" $'REQUEUED|0:0\nCOMPLETED|0:0'
+  log=$(job_log "$p" tp 0)
+  grep -q 'line 0: exited 0 without taking the warning: it had finished' "$log"
+  [ "$(grep -c '^\[table\] task 0 .* starts at step' "$SCRATCH/proj/hpc_outputs/tp-$p-line0.out")" -eq 1 ]
+  [ "$(cut -d' ' -f2 "$SCRATCH/proj/tp/checkpoints/task_1/done_1_0")" = 2 ]
+
+  # hpc status: every task's attempts and how each ended, in the table and its JSON.
+  run --separate-stderr hpc status "$n" --json
+  [ "$status" -eq 0 ]
+  python3 - "$output" <<'EOF'
+import json, sys
+tasks = {t["task"]: t for t in json.loads(sys.argv[1])["submissions"][0]["tasks"]}
+want = {0: ["finished"], 1: ["failed"], 2: ["warned-requeued", "finished"],
+        3: ["no-progress"], 4: ["warned-requeued", "finished"],
+        5: ["warned-requeued", "finished"], 6: ["warned-requeued", "started-over"],
+        7: ["no-progress"]}
+for i, outcomes in want.items():
+    got = [a["outcome"] for a in tasks[i]["attempt_list"]]
+    assert got == outcomes and tasks[i]["attempts"] == len(outcomes), (i, got, outcomes)
+EOF
+  run --separate-stderr hpc status "${n}_2"
+  echo "$output"
+  [[ $output == *"2: warned and requeued, finished"* ]]
+}

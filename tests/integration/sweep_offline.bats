@@ -64,7 +64,9 @@ for point, tries in sorted(attempts(Ledger(folder).events()).items()):
   run --separate-stderr hpc sweep status "$id" --scratch-dir "$SCRATCH/proj"
   [ "$status" -eq 0 ]
   [[ $output == *"6 finished"* ]]
-  [[ ${lines[1]} == "POINT  STATE     LOSS"* ]]
+  # batch_size is the same in every run (sweeper.yml's `value: 32`): said once, above the table.
+  [[ ${lines[1]} == "the same in every run: batch_size=32 "* ]]
+  [[ ${lines[2]} == "POINT  STATE     LOSS"* ]]
 }
 
 @test "sync uploads each finished offline run with wandb sync (stand-in wandb on PATH)" {

@@ -18,7 +18,7 @@ root=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/../.." && pwd -P)
 venv=${HPC_TEST_VENV:-/opt/hpc_files/test-venv}
 base_python=${HPC_TEST_BASE_PYTHON:-/usr/bin/python3}
 APT_PACKAGES=(slurm-wlm slurmdbd munge mariadb-server bats shellcheck bubblewrap
-  pigz zstd rsync parallel procps psmisc python3-venv)
+  pigz zstd rsync parallel procps psmisc python3-venv python3-yaml)
 
 say() { printf 'install_deps: %s\n' "$*" >&2; }
 

@@ -180,6 +180,9 @@ bind_python() {
     bind_same "/usr/lib/$ver"
     # Debian's ensurepip takes pip's wheel from here (python -m venv, --setup-venv).
     [[ ! -d /usr/share/python-wheels ]] || bind_same /usr/share/python-wheels
+    # Debian's own packages for that Python (python3-yaml: the submitting side reads sweep
+    # files and #hpc: blocks with the python3 on PATH, as on a login node).
+    [[ ! -d /usr/lib/python3/dist-packages ]] || bind_same /usr/lib/python3/dist-packages
   else
     bind_same "$base"
   fi

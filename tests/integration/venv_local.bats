@@ -51,7 +51,7 @@ PROBE='python -c "import os, sys, smallpkg; print(\"PREFIX\", os.environ.get(\"S
   log=$(job_log "$JOB_ID" twonodes)
   [ "$(job_state "$JOB_ID")" = COMPLETED ] || { cat "$log"; return 1; }
   local copy
-  copy=$(echo "$COPIES"/root/venv-*[0-9a-f])
+  copy=$(echo "$COPIES/$HPC_TEST_USER"/venv-*[0-9a-f])
   [[ $copy =~ /venv-[0-9a-f]{16}-[0-9a-f]{16}$ ]]
   # One line per node, each from the copy, not from the project's venv.
   grep -qxF "PREFIX node1 $copy $copy v1" "$log" || { cat "$log"; return 1; }
@@ -63,7 +63,7 @@ PROBE='python -c "import os, sys, smallpkg; print(\"PREFIX\", os.environ.get(\"S
   grep -q "\] venv: unpacked venv-.* into $copy in [0-9]* ms" "$log"
   [ "$(grep -cE "node[12]\] venv: (unpacked venv-.* into $copy|node-local copy $copy is ready)" "$log")" -eq 2 ]
   grep -q "venv: node-local copy ready on 2 node(s) in [0-9]* ms" "$log"
-  [ -f "$COPIES/root/${copy##*/}.jobs/$JOB_ID" ]
+  [ -f "$COPIES/$HPC_TEST_USER/${copy##*/}.jobs/$JOB_ID" ]
   # The same venv again: the archive is reused, and the node finds its copy ready.
   submit --cluster "$PROFILE" --venv-to-local -e again
   [[ $stderr == *"venv: $PROJECT/.venv is unchanged: archive ${copy##*/}.tar"*" reused ("*"; decided in "*" ms)"* ]]
@@ -83,11 +83,11 @@ PROBE='python -c "import os, sys, smallpkg; print(\"PREFIX\", os.environ.get(\"S
   wait_job "$JOB_ID"
   scontrol release "$held"
   wait_job "$held"
-  grep -q "^PREFIX node[0-9] $COPIES/root/venv-.* v2$" "$(job_log "$JOB_ID" after)"
-  grep -q "^PREFIX node[0-9] $COPIES/root/venv-.* v1$" "$(job_log "$held" before)"
+  grep -q "^PREFIX node[0-9] $COPIES/$HPC_TEST_USER/venv-.* v2$" "$(job_log "$JOB_ID" after)"
+  grep -q "^PREFIX node[0-9] $COPIES/$HPC_TEST_USER/venv-.* v1$" "$(job_log "$held" before)"
   # Two archives, two copies: one per version.
   [ "$(find "$SCRATCH/proj/.hpc_staging" -name 'venv-*.tar*' | wc -l)" -eq 2 ]
-  [ "$(find "$COPIES/root" -mindepth 1 -maxdepth 1 -type d -name 'venv-*[0-9a-f]' | wc -l)" -eq 2 ]
+  [ "$(find "$COPIES/$HPC_TEST_USER" -mindepth 1 -maxdepth 1 -type d -name 'venv-*[0-9a-f]' | wc -l)" -eq 2 ]
 }
 
 @test "the cleanup job removes stale venv copies and never a running job's" {
@@ -95,7 +95,7 @@ PROBE='python -c "import os, sys, smallpkg; print(\"PREFIX\", os.environ.get(\"S
   submit --cluster "$PROFILE" --venv-to-local -e old
   wait_job "$JOB_ID"
   local stale
-  stale=$(echo "$COPIES"/root/venv-*[0-9a-f])
+  stale=$(echo "$COPIES/$HPC_TEST_USER"/venv-*[0-9a-f])
   [ -d "$stale" ]
   make_small_venv "$PROJECT/.venv" v2
   echo "$PROBE && sleep 300" >"$PROJECT/experiment_configurations.txt"
@@ -111,7 +111,7 @@ PROBE='python -c "import os, sys, smallpkg; print(\"PREFIX\", os.environ.get(\"S
   local live
   live=$(sed -n 's/^PREFIX node[0-9] \([^ ]*\) .*/\1/p' "$running_log")
   [[ -d $live && $live != "$stale" ]]
-  run --separate-stderr bash "$REPO_ROOT/plai_cleanups/submit_cleanup.sh" --cluster "$PROFILE" --partition tmpdir
+  run --separate-stderr researcher bash "$PROJECT/plai_cleanups/submit_cleanup.sh" --cluster "$PROFILE" --partition tmpdir
   [ "$status" -eq 0 ] || { echo "$stderr"; return 1; }
   [[ $output == *"local venvs:   $COPIES/%u"* ]]
   mapfile -t NODE_JOBS < <(sed -n 's/^  node[0-9]* *job \([0-9]*\)$/\1/p' <<<"$output")
@@ -176,7 +176,7 @@ PROBE='python -c "import os, sys, smallpkg; print(\"PREFIX\", os.environ.get(\"S
   submit --cluster "$PROFILE" --venv-to-local --pack 2 --cpus 2 -e packed
   wait_job "$JOB_ID"
   local copy
-  copy=$(echo "$COPIES"/root/venv-*[0-9a-f])
+  copy=$(echo "$COPIES/$HPC_TEST_USER"/venv-*[0-9a-f])
   [ "$(cat "$SCRATCH"/proj/hpc_outputs/packed-"$JOB_ID"* | grep -c "^PREFIX node[0-9] $copy $copy v1$")" -eq 2 ] || {
     cat "$SCRATCH"/proj/hpc_outputs/packed-"$JOB_ID"*
     return 1

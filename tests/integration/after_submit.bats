@@ -28,14 +28,16 @@ setup() {
   [[ ${lines[1]} == "== split  jobs ${ids[0]},${ids[1]},${ids[2]}  5 task(s)"*"COMPLETED 4, FAILED 1" ]]
   local row
   row=$(awk '$1 == 2' <<<"$output")
-  read -r -a f <<<"$row"
+  # Columns stand 2+ spaces apart; ATTEMPTS ("1: failed (exit 4)") holds single spaces.
+  mapfile -t f < <(sed 's/   */\n/g' <<<"$row")
   [ "${f[1]}" = "${ids[1]}_0" ]
   [ "${f[2]}" = FAILED ]
   [ "${f[3]}" = 4:0 ]
   [[ ${f[4]} =~ ^[0-9:]+$ ]]
   [[ ${f[5]} == node[1-4] ]]
-  [ "${f[6]}" = "$SCRATCH/proj/hpc_outputs/split-${ids[1]}_0.out" ]
-  grep -q 'command: echo broken' "${f[6]}"
+  [ "${f[6]}" = "1: failed (exit 4)" ]
+  [ "${f[7]}" = "$SCRATCH/proj/hpc_outputs/split-${ids[1]}_0.out" ]
+  grep -q 'command: echo broken' "${f[7]}"
   [ "$(awk '$1 == 4 {print $2, $3}' <<<"$output")" = "${ids[2]}_0 COMPLETED" ]
   # logs: one task by JOB_TASK, by --task, and the tails of the failed ones only.
   run --separate-stderr hpc logs "${ids[2]}_0"
@@ -60,9 +62,10 @@ setup() {
   echo "$output"
   [ "$status" -eq 0 ]
   local -a f
-  read -r -a f <<<"$(awk '$1 == 0' <<<"$output")"
+  mapfile -t f < <(awk '$1 == 0' <<<"$output" | sed 's/   */\n/g') # ATTEMPTS holds single spaces
   [ "${f[2]}" = COMPLETED ]
-  [[ ${f[6]} =~ ^[0-9]+%$ ]]
+  [ "${f[6]}" = "1: finished" ]
+  [[ ${f[7]} =~ ^[0-9]+%$ ]]
   # CPU EFF is TotalCPU / (Elapsed x AllocCPUS) of Slurm's own figures (the share of the
   # busy loop depends on the machine's load, so the figure itself is not asserted).
   local want
@@ -76,10 +79,10 @@ while len(parts) < 3:
     parts.insert(0, 0.0)
 s = (int(d) if d else 0) * 86400 + parts[0] * 3600 + parts[1] * 60 + parts[2]
 print(f"{100 * s / (int(el) * int(n)):.0f}%")')
-  [ "${f[6]}" = "$want" ]
-  [ "${f[9]}" = "not" ] # GPU UTIL: "not available" (no GPU accounting here)
-  [[ ${f[7]} =~ ^[0-9]+M/[0-9]+M$ ]]
-  [[ ${f[8]} == *"/00:07:00" ]]
+  [ "${f[7]}" = "$want" ]
+  [ "${f[10]}" = "not available" ] # GPU UTIL (no GPU accounting here)
+  [[ ${f[8]} =~ ^[0-9]+M/[0-9]+M$ ]]
+  [[ ${f[9]} == *"/00:07:00" ]]
 }
 
 @test "logs -f waits for a held job's log, follows it and ends with the job" {

@@ -79,7 +79,7 @@ clean_child() {
   done < <(grep -rhoE 'HPC_[A-Z0-9_]*[A-Z0-9]' "$REPO_ROOT/virtual_env_hpc_files" "$REPO_ROOT/singularity_hpc_files" "$REPO_ROOT/python" | sort -u)
   garbage+=(HPC_TASK_OFFSET=1 HPC_RESULTS_FOLDER=/elsewhere HPC_PACK_ORDER=x HPC_PACK=2 HPC_NUM_LINES=9)
   [ "${#garbage[@]}" -gt 50 ]
-  run --separate-stderr env "${garbage[@]}" bash -c 'cd "$1" && bash hpc_files/job_submitter.sh --configs child3.txt -e garb3 --time 5' _ "$PROJECT"
+  run --separate-stderr researcher env "${garbage[@]}" bash -c 'cd "$1" && bash hpc_files/job_submitter.sh --configs child3.txt -e garb3 --time 5' _ "$PROJECT"
   echo "$output$stderr"
   [ "$status" -eq 0 ]
   JOB_ID=$(submitted_ids | tail -1) JOB_TASKS=3
@@ -94,7 +94,7 @@ clean_child() {
 in_session() {
   local cmd
   printf -v cmd '%q ' bash hpc_files/job_submitter.sh --interactive "$@"
-  run bash -c 'cd "$1" && exec timeout 180 script -qec "$2" /dev/null' _ "$PROJECT" "$cmd"
+  run researcher bash -c 'cd "$1" && exec timeout 180 script -qec "$2" /dev/null' _ "$PROJECT" "$cmd"
 }
 
 @test "from an --interactive session (task 1 of a split array): the child runs as from a clean shell" {
@@ -163,13 +163,13 @@ EOF2
   printf '#!/bin/sh\n[ "$1" = --version ] || { touch %q.reached; while [ ! -e %q ]; do sleep 0.1; done; }\nexec %q "$@"\n' \
     "$gate" "$gate" "$real" >"$BATS_TEST_TMPDIR/wrap/sbatch"
   chmod +x "$BATS_TEST_TMPDIR/wrap/sbatch"
-  (cd "$PROJECT" && PATH=$BATS_TEST_TMPDIR/wrap:$PATH bash hpc_files/job_submitter.sh --rerun "$first") \
+  (cd "$PROJECT" && PATH=$BATS_TEST_TMPDIR/wrap:$PATH researcher bash hpc_files/job_submitter.sh --rerun "$first") \
     >"$BATS_TEST_TMPDIR/first.out" 2>&1 &
   local pid=$! i
   for ((i = 0; i < 600; i++)); do [[ -e $gate.reached ]] && break; sleep 0.1; done
   [ -e "$gate.reached" ]
   # (The real sbatch: were it not refused, it would submit, and the test fail.)
-  run --separate-stderr bash -c 'cd "$1" && bash hpc_files/job_submitter.sh --rerun "$2"' _ "$PROJECT" "$first"
+  run --separate-stderr researcher bash -c 'cd "$1" && bash hpc_files/job_submitter.sh --rerun "$2"' _ "$PROJECT" "$first"
   echo "$stderr"
   [ "$status" -eq 1 ]
   [[ $stderr == *"is being submitted right now by another job_submitter.sh (job_submitter.sh --rerun $first: pid "* ]]

@@ -97,7 +97,8 @@ run_python() {
   say "pytest tests/python"
   local out rc=0
   out=$(mktemp)
-  "$venv/bin/python" -m pytest -q tests/python 2>&1 | tee "$out" || rc=$?
+  # This tree's package first, whatever copy the venv holds.
+  PYTHONPATH=$root/python${PYTHONPATH:+:$PYTHONPATH} "$venv/bin/python" -m pytest -q tests/python 2>&1 | tee "$out" || rc=$?
   local p f
   p=$(grep -oE '[0-9]+ passed' "$out" | tail -1 | grep -oE '[0-9]+' || echo 0)
   f=$(grep -oE '[0-9]+ (failed|errors?)' "$out" | awk '{s+=$1} END {print s+0}' || true)

@@ -74,7 +74,13 @@ venv_ready() {
 }
 
 install_venv() {
-  venv_ready && return 0
+  if venv_ready; then
+    # The venv outlives the checkout (a fixed path, kept between runs on one machine): its
+    # copy of hpc_toolkit is this tree's, refreshed each time (a few seconds, no network).
+    "$venv/bin/python" -m pip install -q --no-deps --no-index --no-build-isolation --force-reinstall "$root/python" ||
+      { say "could not refresh hpc_toolkit in $venv: see the pip messages above"; exit 1; }
+    return 0
+  fi
   say "building $venv (torch CPU, lightning, wandb, dask, hpc_toolkit; a few minutes the first time)"
   [[ -x $venv/bin/python ]] || { mkdir -p -- "${venv%/*}" && "$base_python" -m venv "$venv"; }
   "$venv/bin/python" -m pip install -q --upgrade pip

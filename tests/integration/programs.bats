@@ -17,8 +17,9 @@
 load ../helpers/cluster
 
 setup() {
-  # (read before integration_setup, which unsets every HPC_* variable)
-  TEST_VENV=${HPC_TEST_VENV:-$REPO_ROOT/.venv} JAX_VENV=${HPC_TEST_JAX_VENV:-}
+  # (read before integration_setup, which unsets every HPC_* variable; TEST_VENV is
+  # common.bash's: $HPC_TEST_VENV or the fixed path install_deps builds)
+  JAX_VENV=${HPC_TEST_JAX_VENV:-}
   integration_setup proj
   rm -rf "$PROJECT/.venv"
   ln -s "$TEST_VENV" "$PROJECT/.venv"

@@ -25,10 +25,6 @@ setup() {
   cp "$REPO_ROOT"/tests/helpers/programs/* "$PROJECT/"
 }
 
-hpc() {
-  (cd "$PROJECT" && PYTHONPATH="$REPO_ROOT/python" "${HPC_TEST_VENV:-$REPO_ROOT/.venv}/bin/python" -m hpc_toolkit "$@")
-}
-
 # wait_file FILE [TIMEOUT_S]: until FILE exists.
 wait_file() {
   local start=$SECONDS
@@ -64,7 +60,7 @@ row() {
 }
 
 @test "the requeue table: warning taken or not, progress or none, exit 0 or not; none, script, torchrun, packed" {
-  rm -rf "$PROJECT/.venv" && ln -s "${HPC_TEST_VENV:-$REPO_ROOT/.venv}" "$PROJECT/.venv" # torch
+  project_venv # torch
   local f=$PROJECT/experiment_configurations.txt n s t p i
   printf '%s\n' 'python3 table_prog.py finish 60' 'python3 table_prog.py fail 60' \
     'python3 table_prog.py save 60' 'python3 table_prog.py nosave 400' \

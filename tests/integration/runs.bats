@@ -100,7 +100,7 @@ wait_file() {
 }
 
 @test "the Lightning hook loads hpc_ckpt_N.ckpt only when the run resumes: its own attempt or --resume, never a new run's first" {
-  rm -rf "$PROJECT/.venv" && ln -s "${HPC_TEST_VENV:-$REPO_ROOT/.venv}" "$PROJECT/.venv" # torch, lightning
+  project_venv # torch, lightning
   printf 'python lightning_unchanged.py --max-steps 60 --out outputs/$HPC_INIT_FROM\n' >"$PROJECT/experiment_configurations.txt"
   local ck=$SCRATCH/proj/lh/checkpoints log first
   # The first run is warned, saves hpc_ckpt_1.ckpt and stops at its restart limit (0).

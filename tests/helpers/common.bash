@@ -72,6 +72,9 @@ EOF
 # job side on one node without Slurm: job 4242 on nodeA, experiment e, one command (true).
 job_side_env() {
   export scratch_dir=$BATS_TEST_TMPDIR/scratch/proj exp_name=e
+  # The project folder the job cds into: the test's own (bash 5.3 refuses `cd ""`, where
+  # 5.2 stayed put: an unset source_dir failed the job side only on Debian sid's bash).
+  export source_dir=$PWD
   # The plan's paths, as a batch script exports them (hpc_files/lib/plan.sh).
   export HPC_EXP_DIR=$scratch_dir/$exp_name HPC_OUTPUT_DIR=$scratch_dir/hpc_outputs HPC_TASK_SUBDIRS=no
   export HPC_COMMANDS_FILE=$BATS_TEST_TMPDIR/commands

@@ -10,6 +10,13 @@ load ../helpers/cluster
 load ../helpers/variant_core
 
 setup_file() {
+  # Inside the 24.11 and 26.05 roots (tests/setup/slurm_chroot.sh) job_container/tmpfs makes
+  # every job fail ("couldn't chdir", the task prolog not found: the job's namespace is set up
+  # from the host's root, not the chroot's); the setup runs, and is tested, on the host's
+  # Slurm (docs/testing.md, "Cluster setups").
+  if [[ -n ${HPC_SLURM_CHROOT:-} ]]; then
+    skip "a private /tmp per job (job_container/tmpfs) cannot run inside the Slurm $HPC_SLURM_CHROOT root: tested on the host's Slurm only"
+  fi
   # Outside /tmp, named by the port offset: apart from other runs' clusters.
   local dir=${HPC_LOCAL_CLUSTER_DIR:-/tmp/hpc_local_cluster}
   [[ $dir != /tmp && $dir != /tmp/* ]] ||
@@ -18,6 +25,7 @@ setup_file() {
 }
 
 teardown_file() {
+  [[ -z ${HPC_SLURM_CHROOT:-} ]] || return 0
   cluster_beside _ptmp 400 HPC_LOCAL_PRIVATE_TMP=yes -- stop
 }
 

@@ -26,10 +26,8 @@ setup() {
   [ "$status" -eq 0 ]
   [ "${lines[0]}" = "States from: sacct" ]
   [[ ${lines[1]} == "== split  jobs ${ids[0]},${ids[1]},${ids[2]}  5 task(s)"*"COMPLETED 4, FAILED 1" ]]
-  local row
-  row=$(awk '$1 == 2' <<<"$output")
   # Columns stand 2+ spaces apart; ATTEMPTS ("1: failed (exit 4)") holds single spaces.
-  mapfile -t f < <(sed 's/   */\n/g' <<<"$row")
+  mapfile -t f < <(awk '$1 == 2' <<<"$output" | sed 's/   */\n/g')
   [ "${f[1]}" = "${ids[1]}_0" ]
   [ "${f[2]}" = FAILED ]
   [ "${f[3]}" = 4:0 ]

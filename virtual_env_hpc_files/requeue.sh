@@ -179,6 +179,8 @@ hpc_on_preempt_notice() {
   [[ -n $when ]] || return 0 # not from a preemption
   _hpc_preempt_left_to left "$when"
   hpc_log "preempted at $when${left:+ ($left s of grace time left)}"
+  # When the preemption began (the steps got Slurm's own SIGTERM then): hpc_after_command.
+  [[ -z $HPC_ATTEMPT_DIR ]] || touch -d "$when" -- "$HPC_ATTEMPT_DIR/preempted" 2>/dev/null || true
   hpc_on_warning preempt "$left"
 }
 
@@ -291,12 +293,13 @@ hpc_attempt_end() {
   return 0
 }
 
-# hpc_checkpoint_written: true when a file in $HPC_CHECKPOINT_DIR (any depth) was written
-# during this attempt: not empty, newer than its start, not a temporary (*.tmp, *.part),
+# hpc_checkpoint_written [SINCE_FILE]: true when a file in $HPC_CHECKPOINT_DIR (any depth) was written
+# during this attempt (or since SINCE_FILE): not empty, newer than its start, not a temporary (*.tmp, *.part),
 # not the toolkit's own (.hpc_run: runs.sh).
 hpc_checkpoint_written() {
-  [[ -n $HPC_ATTEMPT_DIR && -e $HPC_ATTEMPT_DIR/start && -d $HPC_CHECKPOINT_DIR ]] || return 1
-  [[ -n $(find "$HPC_CHECKPOINT_DIR" -type f -size +0 -newer "$HPC_ATTEMPT_DIR/start" \
+  local since=${1:-$HPC_ATTEMPT_DIR/start}
+  [[ -n $HPC_ATTEMPT_DIR && -e $since && -d $HPC_CHECKPOINT_DIR ]] || return 1
+  [[ -n $(find "$HPC_CHECKPOINT_DIR" -type f -size +0 -newer "$since" \
     ! -name '*.tmp' ! -name '*.part' ! -name '.hpc_*' -print -quit 2>/dev/null) ]]
 }
 
@@ -341,6 +344,14 @@ hpc_after_command() {
   [[ -z $HPC_WATCHDOG_PID ]] || kill "$HPC_WATCHDOG_PID" 2>/dev/null
   [[ -z $HPC_ATTEMPT_DIR || ! -e $HPC_ATTEMPT_DIR/stopped ]] || stopped=1
   hpc_took_warning "" || took=0
+  # A preempted job's steps get Slurm's own SIGTERM, which the program may take before the
+  # toolkit's warning reaches it (no marker then; seen on 24.11/26.05 with Lightning): a
+  # checkpoint written since the preemption began is its answer, a pause, not a finish.
+  if ((took == 0)) && [[ $HPC_SIGNALLED == preempt && -n $HPC_ATTEMPT_DIR ]] &&
+    hpc_checkpoint_written "$HPC_ATTEMPT_DIR/preempted"; then
+    took=1
+    hpc_log "the program saved a checkpoint after Slurm's own preemption signal: a pause, not a finish"
+  fi
   ! hpc_checkpoint_written || wrote=1
   if ((wrote)) && [[ -n $HPC_ATTEMPT_DIR ]]; then
     hpc_ckpt_started_over_to file "$HPC_CHECKPOINT_DIR" "$HPC_ATTEMPT_DIR/before" "$HPC_ATTEMPT_DIR/start"

@@ -21,7 +21,9 @@ run_and_show() {
   local exp=$1 out job log
   shift
   printf '\n+ bash hpc_files/job_submitter.sh %s\n' "$*"
-  out=$(bash hpc_files/job_submitter.sh --cluster local --exp-name "$exp" "$@")
+  # --fresh: a second demo starts over, the first one's checkpoints kept aside (a run's
+  # checkpoints are its own: without it the new submission is refused, docs/requeue.md).
+  out=$(bash hpc_files/job_submitter.sh --cluster local --exp-name "$exp" --fresh "$@")
   printf '%s\n' "$out"
   job=$(sed -n 's/^Submitted batch job \([0-9]*\).*/\1/p' <<<"$out")
   printf 'waiting for job %s' "$job"

@@ -270,17 +270,26 @@ _hpc_data_say_plan() {
 # hpc_staging_build: make sure the archive holds the data as walked by hpc_staging_settle:
 # reuse it when its manifest is unchanged, else rebuild it. One builder at a time (flock);
 # a second submission of the same data waits, then reuses.
+# hpc_staging_lock_to FD_VAR NAME WAITING: the staging folder made, and its lock NAME.lock
+# held on a new descriptor (FD_VAR), one builder of an archive at a time; WAITING is said
+# while another submission holds it. --data's archives and --venv-to-local's (venv_local.sh).
+hpc_staging_lock_to() {
+  local -n _fd=$1
+  local dir=$J_SCRATCH_DIR/$HPC_STAGING_DIRNAME
+  [[ -d $dir ]] || mkdir -p -- "$dir" || die "cannot create $dir: check that \$SCRATCH is writable"
+  command -v flock >/dev/null || die "flock (util-linux) is not on PATH; it keeps two submissions from writing the same archive"
+  exec {_fd}>>"$dir/$2.lock" || die "cannot open the lock file $dir/$2.lock"
+  if ! flock -n "$_fd"; then
+    say "$3"
+    flock "$_fd" || die "could not lock $dir/$2.lock"
+  fi
+}
+
 hpc_staging_build() {
   ((${#J_DATA[@]})) || return 0
   local dir=$J_SCRATCH_DIR/$HPC_STAGING_DIRNAME fd size
   local state=$J_DATA_STATE
-  [[ -d $dir ]] || mkdir -p -- "$dir" || die "cannot create $dir: check that \$SCRATCH is writable"
-  command -v flock >/dev/null || die "flock (util-linux) is not on PATH; it keeps two submissions from writing the same archive"
-  exec {fd}>>"$dir/$J_DATA_KEY.lock" || die "cannot open the lock file $dir/$J_DATA_KEY.lock"
-  if ! flock -n "$fd"; then
-    say "data: another submission is building this archive; waiting for it"
-    flock "$fd" || die "could not lock $dir/$J_DATA_KEY.lock"
-  fi
+  hpc_staging_lock_to fd "$J_DATA_KEY" "data: another submission is building this archive; waiting for it"
   human_bytes_to size "$J_DATA_SIZE"
   if _hpc_data_state_matches; then
     # Its last submission is now: a prune must not take it before sbatch records the job.

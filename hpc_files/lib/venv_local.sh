@@ -186,13 +186,7 @@ _hpc_venv_local_state_matches() {
 hpc_venv_local_build() {
   [[ ${J_VENV_TO_LOCAL:-no} == yes ]] || return 0
   local dir=$J_SCRATCH_DIR/$HPC_STAGING_DIRNAME fd size
-  [[ -d $dir ]] || mkdir -p -- "$dir" || die "cannot create $dir: check that \$SCRATCH is writable"
-  command -v flock >/dev/null || die "flock (util-linux) is not on PATH; it keeps two submissions from writing the same archive"
-  exec {fd}>>"$dir/venv-$J_VENV_LOCAL_KEY.lock" || die "cannot open the lock file $dir/venv-$J_VENV_LOCAL_KEY.lock"
-  if ! flock -n "$fd"; then
-    say "venv: another submission is packing this venv; waiting for it"
-    flock "$fd" || die "could not lock $dir/venv-$J_VENV_LOCAL_KEY.lock"
-  fi
+  hpc_staging_lock_to fd "venv-$J_VENV_LOCAL_KEY" "venv: another submission is packing this venv; waiting for it"
   if _hpc_venv_local_state_matches; then
     touch -c -- "$J_VENV_LOCAL_ARCHIVE" 2>/dev/null || true # its last submission is now
     _hpc_venv_local_prune "$dir"

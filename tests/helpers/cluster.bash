@@ -43,6 +43,15 @@ cluster_beside_start() {
   export SLURM_CONF HPC_LOCAL_CLUSTER_DIR
 }
 
+# wait_file FILE [TIMEOUT_S]: until FILE exists (240 s unless told).
+wait_file() {
+  local start=$SECONDS
+  until [[ -e $1 ]]; do
+    ((SECONDS - start < ${2:-240})) || { echo "no $1 after ${2:-240} s" >&2 && return 1; }
+    sleep 0.5
+  done
+}
+
 # cluster_env: Slurm's client variables for the local cluster; fails when it is down.
 cluster_env() {
   local env_lines

@@ -25,15 +25,6 @@ setup() {
   cp "$REPO_ROOT"/tests/helpers/programs/* "$PROJECT/"
 }
 
-# wait_file FILE [TIMEOUT_S]: until FILE exists.
-wait_file() {
-  local start=$SECONDS
-  until [[ -e $1 ]]; do
-    ((SECONDS - start < ${2:-240})) || { echo "no $1 after ${2:-240} s" >&2 && return 1; }
-    sleep 0.5
-  done
-}
-
 # warn_when_ready EXP TASK ATTEMPT TARGET [DELAY]: in the background: once line TASK of
 # EXP runs attempt ATTEMPT, the wall-time warning to TARGET's batch shell.
 warn_when_ready() {

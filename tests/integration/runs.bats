@@ -14,15 +14,6 @@ setup() {
   cp "$REPO_ROOT"/tests/helpers/programs/* "$PROJECT/"
 }
 
-# wait_file FILE [TIMEOUT_S]: until FILE exists.
-wait_file() {
-  local start=$SECONDS
-  until [[ -e $1 ]]; do
-    ((SECONDS - start < ${2:-240})) || { echo "no $1 after ${2:-240} s" >&2 && return 1; }
-    sleep 0.5
-  done
-}
-
 @test "a run's checkpoints: refused to a new submission, resumed by its --rerun, continued with --resume, kept aside with --fresh" {
   printf '%s\n' 'echo "init_from=$HPC_INIT_FROM"; python3 table_prog.py save 60' >"$PROJECT/experiment_configurations.txt"
   local ck=$SCRATCH/proj/r1/checkpoints first log

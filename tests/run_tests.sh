@@ -32,6 +32,10 @@ tally() {
   notok=$(grep -c '^not ok ' "$2" || true)
   passed=$((passed + ok)) failed=$((failed + notok))
   ((notok == 0)) || failures+=("$1: $notok failed")
+  # each failed test by name, with bats' two lines of where and what, so the last lines of
+  # a long run say which
+  local line
+  while IFS= read -r line; do failures+=("$1: $line"); done < <(awk '/^not ok /{n=3} n>0{print; n--}' "$2")
 }
 
 run_lint() {

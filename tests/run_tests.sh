@@ -28,9 +28,11 @@ say() { printf '\n=== %s\n' "$*"; }
 # tally NAME FILE: count bats' TAP lines (ok / not ok) from FILE.
 tally() {
   local ok notok
+  local skip
   ok=$(grep -c '^ok ' "$2" || true)
   notok=$(grep -c '^not ok ' "$2" || true)
-  passed=$((passed + ok)) failed=$((failed + notok))
+  skip=$(grep -c '^ok .* # skip' "$2" || true)
+  passed=$((passed + ok - skip)) failed=$((failed + notok)) skipped=$((skipped + skip))
   ((notok == 0)) || failures+=("$1: $notok failed")
   # each failed test by name, with bats' two lines of where and what, so the last lines of
   # a long run say which

@@ -203,7 +203,13 @@ warned_job() {
   printf '%s\n' "$1" >"$HPC_COMMANDS_FILE"
   export source_dir=$BATS_TEST_TMPDIR HPC_LAUNCHER=none HPC_SIGNAL_GRACE=6 HPC_REQUEUE_MARGIN=0
   export HPC_MAX_RESTARTS=10 HPC_REQUEUE=yes HPC_PREEMPT_WATCH=no
-  run_job_side hpc_job_begin '(sleep 1; kill -USR1 $$) & hpc_run_command; exit $?'
+  # A line that touches "$READY" (once its trap is set) is warned then, not after a fixed
+  # second that a loaded machine may not give it (seen on CI).
+  export READY=$BATS_TEST_TMPDIR/ready
+  local when='sleep 1'
+  # shellcheck disable=SC2016 # expanded in the job-side shell
+  [[ $1 != *'$READY'* ]] || when='for _ in $(seq 600); do [ -e "$READY" ] && break; sleep 0.05; done'
+  run_job_side hpc_job_begin "($when; kill -USR1 \$\$) & hpc_run_command; exit \$?"
 }
 
 @test "a warned program with no handler runs to the end of the grace period, is stopped, and is not requeued (124)" {
@@ -228,7 +234,7 @@ warned_job() {
 }
 
 @test "a warned bash program that traps USR1 and exits 0 without saving is not requeued (124)" {
-  warned_job 'trap "exit 0" USR1; while :; do sleep 0.1; done'
+  warned_job 'trap "exit 0" USR1; touch "$READY"; while :; do sleep 0.1; done'
   [ "$status" -eq 124 ]
   [[ $output == *"took the warning and exited 0, but nothing in"* ]]
   [[ $output != *requeueing* ]]
@@ -240,7 +246,7 @@ warned_job() {
   printf 1 >"$scratch_dir/e/checkpoints/step-1.pt" && touch -d '2 minutes ago' "$scratch_dir/e/checkpoints/step-1.pt"
   printf 2 >"$scratch_dir/e/checkpoints/step-2.pt" && touch -d '1 minute ago' "$scratch_dir/e/checkpoints/step-2.pt"
   export SLURM_RESTART_COUNT=1
-  warned_job 'trap "printf x >\"\$HPC_CHECKPOINT_DIR/step-1.pt\"; exit 0" USR1; while :; do sleep 0.1; done'
+  warned_job 'trap "printf x >\"\$HPC_CHECKPOINT_DIR/step-1.pt\"; exit 0" USR1; touch "$READY"; while :; do sleep 0.1; done'
   [ "$status" -eq 124 ]
   [[ $output == *"resuming: "*"holds this run's checkpoints (newest: step-2.pt)"* ]]
   [[ $output == *"started over instead of resuming: it wrote $scratch_dir/e/checkpoints/step-1.pt again"* ]]
@@ -254,14 +260,14 @@ warned_job() {
   printf '1 1\n' >"$scratch_dir/e/checkpoints/progress.log" && touch -d '3 minutes ago' "$scratch_dir/e/checkpoints/progress.log"
   printf 2 >"$scratch_dir/e/checkpoints/last.pt" && touch -d '1 minute ago' "$scratch_dir/e/checkpoints/last.pt"
   export SLURM_RESTART_COUNT=1
-  warned_job 'echo "2 1" >>"$HPC_CHECKPOINT_DIR/progress.log"; trap "printf x >\"\$HPC_CHECKPOINT_DIR/last.pt\"; printf y >\"\$HPC_CHECKPOINT_DIR/step-3.pt\"; exit 0" USR1; while :; do sleep 0.1; done'
+  warned_job 'echo "2 1" >>"$HPC_CHECKPOINT_DIR/progress.log"; trap "printf x >\"\$HPC_CHECKPOINT_DIR/last.pt\"; printf y >\"\$HPC_CHECKPOINT_DIR/step-3.pt\"; exit 0" USR1; touch "$READY"; while :; do sleep 0.1; done'
   [[ $output == *"requeueing job 4242: restart 2 of at most 10; the next attempt resumes from $scratch_dir/e/checkpoints"* ]]
   [[ $output != *"started over"* ]]
 }
 
 @test "a warned bash program that traps USR1 and saves goes on to the requeue" {
   # No Slurm here: the requeue itself fails, which the job reports (exit 1).
-  warned_job 'trap "echo saved >\"\$HPC_CHECKPOINT_DIR/ck\"; exit 0" USR1; while :; do sleep 0.1; done'
+  warned_job 'trap "echo saved >\"\$HPC_CHECKPOINT_DIR/ck\"; exit 0" USR1; touch "$READY"; while :; do sleep 0.1; done'
   [[ $output == *"warning passed on as SIGUSR1 to"*"(bash)"* ]]
   [ "$(cat "$scratch_dir/e/checkpoints/ck")" = saved ]
   [[ $output == *"requeueing job 4242: restart 1 of at most 10"* ]]

@@ -9,9 +9,9 @@
 #   -d torchrun and -d script, and under `accelerate launch` on one node (-d none).
 # - A relative output folder: warned at submission (in the line) or in the job log (the
 #   program's default), silent once the line passes the task's folder.
-# - JAX's initialize() with no arguments: the variables it reads, always; the real thing
-#   with HPC_TEST_JAX_VENV (a venv with jax; not in the test venv: jaxlib is 85 MB and
-#   wants numpy 2).
+# - JAX's initialize() with no arguments: the variables it reads, and the real thing with
+#   the JAX venv install_deps.sh builds (HPC_TEST_JAX_VENV, default /opt/hpc_files/jax-venv;
+#   not the test venv: jaxlib is 85 MB and wants numpy 2).
 # shellcheck disable=SC2016 # command lines in single quotes are expanded in the job
 
 load ../helpers/cluster
@@ -19,7 +19,7 @@ load ../helpers/cluster
 setup() {
   # (read before integration_setup, which unsets every HPC_* variable; TEST_VENV is
   # common.bash's: $HPC_TEST_VENV or the fixed path install_deps builds)
-  JAX_VENV=${HPC_TEST_JAX_VENV:-}
+  JAX_VENV=${HPC_TEST_JAX_VENV:-/opt/hpc_files/jax-venv}
   integration_setup proj
   rm -rf "$PROJECT/.venv"
   ln -s "$TEST_VENV" "$PROJECT/.venv"
@@ -108,8 +108,8 @@ run_job() {
 }
 
 @test "Accelerate loop, unchanged: -d torchrun (2x2) and -d script (2 nodes) form one world" {
-  "$PROJECT/.venv/bin/python" -c 'import accelerate' 2>/dev/null ||
-    skip "accelerate is not in the test venv (tests/setup/requirements.txt pins it: run install_deps.sh)"
+  "$PROJECT/.venv/bin/python" -c 'import accelerate' ||
+    { echo "accelerate is not in the test venv: run bash tests/setup/install_deps.sh" >&2; return 1; }
   run_job acc 240 'python accelerate_loop.py' -d torchrun --num-nodes 2 --procs-per-node 2
   [ "$(job_state "$JOB_ID")" = COMPLETED ]
   grep -q "accelerate: num_processes=4 rank_sum=6 type=DistributedType.MULTI_CPU" "$LOG"
@@ -119,8 +119,8 @@ run_job() {
 }
 
 @test "accelerate launch on one node (-d none) runs as it is: one world of its processes" {
-  "$PROJECT/.venv/bin/python" -c 'import accelerate' 2>/dev/null ||
-    skip "accelerate is not in the test venv (tests/setup/requirements.txt pins it: run install_deps.sh)"
+  "$PROJECT/.venv/bin/python" -c 'import accelerate' ||
+    { echo "accelerate is not in the test venv: run bash tests/setup/install_deps.sh" >&2; return 1; }
   run_job acl 240 'accelerate launch --multi_gpu --num_processes 2 accelerate_loop.py' --cpus 2
   [ "$(job_state "$JOB_ID")" = COMPLETED ]
   grep -q "accelerate: num_processes=2 rank_sum=1" "$LOG"
@@ -145,25 +145,48 @@ for r in rows:
 }
 
 @test "JAX's initialize() with no arguments, the real thing: one world of 2 under -d script" {
-  [[ -n $JAX_VENV ]] ||
-    skip "HPC_TEST_JAX_VENV is not set (a venv with jax and jaxlib; not in the test venv)"
+  "$JAX_VENV/bin/python" -c 'import jax' ||
+    { echo "no jax in $JAX_VENV: run bash tests/setup/install_deps.sh (or set HPC_TEST_JAX_VENV)" >&2; return 1; }
   rm -f "$PROJECT/.venv" && ln -s "$JAX_VENV" "$PROJECT/.venv"
   run_job jax 240 'python jax_initialize.py' -d script --num-nodes 2
   [ "$(job_state "$JOB_ID")" = COMPLETED ]
   [ "$(grep -c "jax: process [01] of 2, rank_sum=1" "$LOG")" -eq 2 ]
 }
 
-@test "Transformers Trainer under -d torchrun on 2 nodes: one world, output_dir in the task's folder, resumes on a rerun" {
-  "$PROJECT/.venv/bin/python" -c 'import transformers' 2>/dev/null ||
-    skip "transformers is not in the test venv (about 18 MB with tokenizers: add it to tests/setup/requirements.txt to run this)"
+@test "Transformers Trainer under -d torchrun on 2 nodes: one world, output_dir in the task's folder, continued with --resume" {
+  "$PROJECT/.venv/bin/python" -c 'import transformers' ||
+    { echo "transformers is not in the test venv: run bash tests/setup/install_deps.sh" >&2; return 1; }
   local line='python hf_trainer.py --output_dir $HPC_CHECKPOINT_DIR --save_steps 2 --report_to none --use_cpu --per_device_train_batch_size 4'
   run_job hf 400 "$line --max_steps 4" -d torchrun --num-nodes 2
   [ "$(job_state "$JOB_ID")" = COMPLETED ]
   grep -q "hf: world_size=2 global_step=4 resumed_from=None" "$LOG"
   [ -d "$SCRATCH/proj/hf/checkpoints/checkpoint-4" ]
   ! grep -q "wrote into the project folder" "$LOG" || false
-  # The same experiment again, longer: the resume idiom picks up checkpoint-4.
-  run_job hf 400 "$line --max_steps 6" -d torchrun --num-nodes 2
+  # The same experiment again, longer, continued on purpose (--resume): the resume idiom
+  # picks up checkpoint-4.
+  run_job hf 400 "$line --max_steps 6" -d torchrun --num-nodes 2 --resume
+  grep -q "HPC_RESUMING=1" "$LOG"
   [ "$(job_state "$JOB_ID")" = COMPLETED ]
   grep -q "hf: world_size=2 global_step=6 resumed_from=checkpoint-4" "$LOG"
+}
+
+@test "Transformers Trainer with SaveOnWarning (the recipe's one line), -d torchrun on 2 nodes: warned, saves checkpoint-N on both ranks, requeued, resumes from it" {
+  "$PROJECT/.venv/bin/python" -c 'import transformers' ||
+    { echo "transformers is not in the test venv: run bash tests/setup/install_deps.sh" >&2; return 1; }
+  printf '%s\n' 'python hf_trainer_warned.py --output_dir $HPC_CHECKPOINT_DIR --save_steps 1000 --report_to none --use_cpu --per_device_train_batch_size 4 --max_steps 120' \
+    >"$PROJECT/experiment_configurations.txt"
+  submit --exp-name hfw --time 10 --signal-grace 40 -d torchrun --num-nodes 2
+  wait_file "$SCRATCH/proj/hfw/marks/ready_1" 300
+  scancel --batch --signal=USR1 "$JOB_ID"
+  wait_job "$JOB_ID" 400
+  LOG=$(job_log "$JOB_ID" hfw)
+  cat "$LOG"
+  [ "$(sacct --duplicates -X -n -P -j "$JOB_ID" -o State,ExitCode)" = $'REQUEUED|0:0\nCOMPLETED|0:0' ]
+  local step
+  step=$(sed -n 's/^\[hpc\] warned: saving checkpoint-\([0-9]*\) in .*/\1/p' "$LOG")
+  [ -n "$step" ] && ((step >= 5 && step < 120))
+  [ "$(grep -c 'warning passed on as SIGUSR1 to [0-9]* (python' "$LOG")" -eq 2 ]
+  grep -q "HPC_RESUMING=1" "$LOG"
+  grep -q "hf: world_size=2 global_step=120 resumed_from=checkpoint-$step$" "$LOG"
+  [ -d "$SCRATCH/proj/hfw/checkpoints/checkpoint-$step" ]
 }

@@ -1,8 +1,9 @@
 #!/usr/bin/env bats
 # The requeue table, on the real local cluster: every kind of program against the
 # wall-time warning (taken or not, progress or none, exit 0 or not), with the launchers
-# none, script and torchrun and a packed line. One row per array task; all arrays run at
-# once and each task is warned (scancel --batch --signal=USR1) 1.5 s after it is ready.
+# none, script, torchrun and lightning and a packed line. One row per array task; all
+# arrays run at once and each task is warned (scancel --batch --signal=USR1) 1.5 s after
+# it is ready.
 # The program: tests/helpers/programs/table_prog.py. hpc status shows each task's attempts.
 #   row  program                                   expected
 #   n0   no handler, finishes in the window, exit 0 COMPLETED 0, 1 attempt (finished)
@@ -14,6 +15,9 @@
 #   n6   handler, saves, never resumes; warned again on attempt 2: started over, FAILED 124
 #   n7   no handler, saves nothing, stopped          FAILED 124, 1 attempt
 #   s0/s1, t0/t1  the same as n0/n2 under -d script and -d torchrun
+#   l0   Lightning, warned after fit (writing its outputs, no handler): COMPLETED, 1 attempt
+#   l1   Lightning, warned during fit: the hook saves and stops; REQUEUED then COMPLETED,
+#        resumed (tests/helpers/programs/table_lightning.py)
 #   p    --pack 2: a line that finishes in the window and one that saves: the job requeues
 #        once and reruns only the second
 # shellcheck disable=SC2016 # command lines in single quotes are expanded in the job
@@ -50,7 +54,7 @@ row() {
   fi
 }
 
-@test "the requeue table: warning taken or not, progress or none, exit 0 or not; none, script, torchrun, packed" {
+@test "the requeue table: warning taken or not, progress or none, exit 0 or not; none, script, torchrun, lightning, packed" {
   project_venv # torch
   local f=$PROJECT/experiment_configurations.txt n s t p i
   printf '%s\n' 'python3 table_prog.py finish 60' 'python3 table_prog.py fail 60' \
@@ -69,6 +73,9 @@ row() {
   printf '%s\n' 'python3 table_prog.py finish 60' 'python3 table_prog.py save 60' >"$f"
   submit --exp-name tp --time 10 --signal-grace 20 --pack 2 --cpus 2
   p=$JOB_ID
+  printf '%s\n' 'python table_lightning.py after 20' 'python table_lightning.py pause 150' >"$f"
+  submit --exp-name tl --time 10 --signal-grace 30 --which-distributed lightning
+  l=$JOB_ID
   for i in 0 1 2 3 4 5 6 7; do warn_when_ready tn "$i" 1 "${n}_$i"; done
   warn_when_ready tn 6 2 "${n}_6" 2.5 # attempt 2 of the one that starts over
   for i in 0 1; do
@@ -76,13 +83,16 @@ row() {
     warn_when_ready tt "$i" 1 "${t}_$i"
   done
   warn_when_ready tp 1 1 "$p" # (both lines run: line 1 is the later one's mark)
+  for i in 0 1; do warn_when_ready tl "$i" 1 "${l}_$i"; done
   wait_job "$n" 400 8
   wait_job "$s" 300 2
   wait_job "$t" 300 2
   wait_job "$p" 300 1
+  wait_job "$l" 400 2
   for i in 0 1 2 3 4 5 6 7; do echo "== tn $i" && cat "$(job_log "$n" tn "$i")"; done
   for i in 0 1; do echo "== ts $i" && cat "$(job_log "$s" ts "$i")" && echo "== tt $i" && cat "$(job_log "$t" tt "$i")"; done
   echo "== tp" && cat "$(job_log "$p" tp 0)"
+  for i in 0 1; do echo "== tl $i" && cat "$(job_log "$l" tl "$i")"; done
   local ck=$SCRATCH/proj/tn/checkpoints log
   # n0: finished in the window: complete, one attempt, no requeue.
   row n0 "${n}_0" 'COMPLETED|0:0'
@@ -126,6 +136,18 @@ row() {
   row t1 "${t}_1" $'REQUEUED|0:0\nCOMPLETED|0:0'
   grep -q 'exited 0 without taking the walltime warning' "$(job_log "$t" tt 0)"
   [ "$(cat "$SCRATCH/proj/tt/checkpoints/task_0/done_0_0")" = "40 1 -1" ]
+  # Lightning (the toolkit's hook, nothing in the script): warned after fit, while writing
+  # its outputs, it finishes in the window; warned during fit, the hook saves and stops,
+  # and the next attempt resumes from hpc_ckpt_1.ckpt.
+  row l0 "${l}_0" 'COMPLETED|0:0'
+  grep -q 'the program exited 0 without taking the walltime warning: it had finished' "$(job_log "$l" tl 0)"
+  [ "$(cat "$SCRATCH/proj/tl/checkpoints/task_0/done_0_0")" = "20 1 -1" ]
+  row l1 "${l}_1" $'REQUEUED|0:0\nCOMPLETED|0:0'
+  log=$(job_log "$l" tl 1)
+  grep -q "resuming: $SCRATCH/proj/tl/checkpoints/task_1 holds this run's checkpoints" "$log"
+  grep -q "\[hpc\] Lightning: resuming from $SCRATCH/proj/tl/checkpoints/task_1/hpc_ckpt_1.ckpt" "$log"
+  read -r steps att from <"$SCRATCH/proj/tl/checkpoints/task_1/done_1_0"
+  [ "$steps $att" = "150 2" ] && ((from > 0))
   # packed: line 0 finished in the window, line 1 paused; the rerun ran only line 1.
   row p "$p" $'REQUEUED|0:0\nCOMPLETED|0:0'
   log=$(job_log "$p" tp 0)

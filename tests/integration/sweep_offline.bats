@@ -180,3 +180,74 @@ EOF
   [[ $(cut -d' ' -f4 <<<"$output") != *None* ]]
   [ "$(cut -d' ' -f5 <<<"$output" | sort -u | wc -l)" -eq 6 ]
 }
+
+@test "--resume-sweep while the sweep still runs: its running and queued points are taken, only the failed one runs again; of two at once, one is refused naming the other" {
+  cat >"$PROJECT/held.yml" <<'EOF2'
+method: grid
+parameters:
+  lr: {values: [0.01, 0.05, 0.1]}
+  epochs: {value: 1}
+command:
+  - bash
+  - examples/held.sh
+  - ${args}
+EOF2
+  # Point 0 fails on its first attempt; point 1 runs until the test releases it; with
+  # --max-parallel 1, point 2 waits in the queue meanwhile.
+  cat >"$PROJECT/examples/held.sh" <<'EOF2'
+if [ "$HPC_TASK_INDEX" = 0 ] && mkdir "$SCRATCH/failed_once" 2>/dev/null; then exit 3; fi
+if [ "$HPC_TASK_INDEX" = 1 ]; then
+  i=0
+  while [ ! -e "$SCRATCH/release" ] && [ "$i" -lt 1500 ]; do sleep 0.2; i=$((i + 1)); done
+fi
+exec python examples/sweep_train.py "$@"
+EOF2
+  submit --sweep held.yml -e held --time 10 --max-parallel 1
+  local id first i states
+  id=$(sweep_id)
+  first=$JOB_ID
+  for ((i = 0; i < 480; i++)); do
+    states=$(job_states "$first")
+    grep -q "^${first}_0|FAILED|" <<<"$states" && grep -q "^${first}_1|RUNNING|" <<<"$states" && break
+    sleep 0.5
+  done
+  echo "$states"
+  grep -q "^${first}_1|RUNNING|" <<<"$states"
+  [ -n "$(squeue -h -j "$first" -t PENDING -o %i)" ] # point 2: still queued
+  # sbatch waits at a gate, so the two resumes overlap for sure.
+  local real gate=$BATS_TEST_TMPDIR/gate
+  real=$(type -P sbatch)
+  mkdir -p "$BATS_TEST_TMPDIR/wrap"
+  # shellcheck disable=SC2016 # the wrapper's and the inner shell's own $1, $2
+  printf '#!/bin/sh\n[ "$1" = --version ] || { touch %q.reached; while [ ! -e %q ]; do sleep 0.1; done; }\nexec %q "$@"\n' \
+    "$gate" "$gate" "$real" >"$BATS_TEST_TMPDIR/wrap/sbatch"
+  chmod +x "$BATS_TEST_TMPDIR/wrap/sbatch"
+  (cd "$PROJECT" && PATH=$BATS_TEST_TMPDIR/wrap:$PATH researcher bash hpc_files/job_submitter.sh --resume-sweep "$id" --time 10) \
+    >"$BATS_TEST_TMPDIR/first.out" 2>&1 &
+  local pid=$!
+  for ((i = 0; i < 600; i++)); do [[ -e $gate.reached ]] && break; sleep 0.1; done
+  [ -e "$gate.reached" ]
+  # shellcheck disable=SC2016
+  run --separate-stderr researcher bash -c 'cd "$1" && bash hpc_files/job_submitter.sh --resume-sweep "$2" --time 10' _ "$PROJECT" "$id"
+  echo "$stderr"
+  [ "$status" -eq 1 ]
+  [[ $stderr == *"a resume of sweep $id is being submitted right now by another job_submitter.sh (job_submitter.sh --resume-sweep $id"*"nothing was submitted"* ]]
+  touch "$gate"
+  wait "$pid"
+  cat "$BATS_TEST_TMPDIR/first.out"
+  # Only point 0: point 1 runs, point 2 is queued.
+  grep -q "(array of 1 task(s): 0 as array indices 0)" "$BATS_TEST_TMPDIR/first.out"
+  local resumed
+  resumed=$(sed -n 's/^Submitted batch job \([0-9]*\).*/\1/p' "$BATS_TEST_TMPDIR/first.out")
+  [ -n "$resumed" ]
+  touch "$SCRATCH/release"
+  wait_job "$first" 300 3
+  wait_job "$resumed" 240 1
+  [ "$(job_states "$resumed" | cut -d'|' -f1,2)" = "${resumed}_0|COMPLETED" ]
+  # Every point ran once, point 0 twice; no point was started a third time.
+  run py "$READ_RUNS" "$SCRATCH/proj/sweeps/$id"
+  echo "$output"
+  [ "${#lines[@]}" -eq 4 ]
+  [ "$(cut -d' ' -f1 <<<"$output" | tr '\n' ' ')" = "0 0 1 2 " ]
+  [ "$(awk '$1 != 0 || NR == 2 { print $3 }' <<<"$output" | sort -u)" = finished ]
+}

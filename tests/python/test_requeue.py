@@ -305,3 +305,43 @@ def test_resuming_follows_the_job_and_never_takes_toolkit_files(
     assert not resuming()
     monkeypatch.setenv("HPC_RESUMING", "1")
     assert resuming()
+
+
+def test_hf_save_on_warning_saves_and_stops_at_the_step_after_the_signal(keep_usr1: None) -> None:
+    """One process (no torch.distributed): the flag is its own; the handler stays a flag."""
+    from types import SimpleNamespace
+
+    from transformers import TrainerControl
+
+    from hpc_toolkit.hf_requeue import SaveOnWarning
+
+    cb = SaveOnWarning()
+    args = SimpleNamespace(device="cpu", output_dir="out")
+    state = SimpleNamespace(global_step=3, is_world_process_zero=True)
+    control = TrainerControl()
+    cb.on_train_begin(args, state, control)
+    cb.on_step_end(args, state, control)
+    assert not control.should_save and not control.should_training_stop
+    os.kill(os.getpid(), signal.SIGUSR1)
+    state.global_step = 4
+    cb.on_step_end(args, state, control)
+    assert control.should_save and control.should_training_stop and cb.saved_step == 4
+    cb.on_train_end(args, state, control)
+    assert signal.getsignal(signal.SIGUSR1) != signal.SIG_DFL  # a late warning is a flag
+
+
+def test_hf_save_on_warning_puts_the_handlers_back_when_not_warned(keep_usr1: None) -> None:
+    from types import SimpleNamespace
+
+    from transformers import TrainerControl
+
+    from hpc_toolkit.hf_requeue import SaveOnWarning
+
+    before = signal.getsignal(signal.SIGUSR1)
+    cb = SaveOnWarning()
+    args = SimpleNamespace(device="cpu", output_dir="out")
+    state = SimpleNamespace(global_step=1, is_world_process_zero=True)
+    cb.on_train_begin(args, state, TrainerControl())
+    assert signal.getsignal(signal.SIGUSR1) != before
+    cb.on_train_end(args, state, TrainerControl())
+    assert signal.getsignal(signal.SIGUSR1) == before

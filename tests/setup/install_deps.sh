@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Summary: install what the tests, the demo and the local cluster need, skipping what is
 # already there: Debian packages (Slurm, munge, MariaDB, bats, shellcheck, ...) and the
-# test venv (torch CPU, lightning, wandb, dask, the hpc_toolkit package).
+# test venv (torch CPU, lightning, wandb, dask, the hpc_toolkit package) and a JAX venv.
 #
 # Usage: bash tests/setup/install_deps.sh      (as root on Debian/Ubuntu)
 #
@@ -16,6 +16,7 @@ set -euo pipefail
 
 root=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/../.." && pwd -P)
 venv=${HPC_TEST_VENV:-/opt/hpc_files/test-venv}
+jax_venv=${HPC_TEST_JAX_VENV:-/opt/hpc_files/jax-venv}
 base_python=${HPC_TEST_BASE_PYTHON:-/usr/bin/python3}
 APT_PACKAGES=(slurm-wlm slurmdbd munge mariadb-server bats shellcheck bubblewrap
   pigz zstd rsync parallel procps psmisc python3-venv python3-yaml)
@@ -70,7 +71,7 @@ install_apt() {
 
 venv_ready() {
   [[ -x $venv/bin/python ]] &&
-    "$venv/bin/python" -c 'import torch, lightning, wandb, sweeps, typer, yaml, pytest, dask.distributed, submitit, material, hpc_toolkit' 2>/dev/null
+    "$venv/bin/python" -c 'import torch, lightning, wandb, sweeps, typer, yaml, pytest, dask.distributed, submitit, material, accelerate, transformers, hpc_toolkit' 2>/dev/null
 }
 
 install_venv() {
@@ -90,6 +91,17 @@ install_venv() {
   venv_ready || { say "the venv at $venv is still incomplete: see the pip messages above"; exit 1; }
 }
 
+# install_jax_venv: a venv of its own with jax[cpu] for the JAX recipe's test
+# (tests/integration/programs.bats; HPC_TEST_JAX_VENV): jaxlib is 85 MB and wants numpy 2,
+# which the test venv's pinned stack should not be moved to for one test.
+install_jax_venv() {
+  "$jax_venv/bin/python" -c 'import jax' 2>/dev/null && return 0
+  say "building $jax_venv (jax[cpu] 0.10.2, for the JAX recipe's test)"
+  [[ -x $jax_venv/bin/python ]] || { mkdir -p -- "${jax_venv%/*}" && "$base_python" -m venv "$jax_venv"; }
+  "$jax_venv/bin/python" -m pip install -q "jax[cpu]==0.10.2"
+  "$jax_venv/bin/python" -c 'import jax' || { say "jax does not import in $jax_venv: see the pip messages above"; exit 1; }
+}
+
 # venv_for_users: the test user (and its jobs) must run the venv's python: refuse one made
 # from an interpreter under a folder other users cannot enter (e.g. pyenv under /root).
 venv_for_users() {
@@ -104,11 +116,12 @@ venv_for_users() {
       exit 1
     }
   done
-  chmod -R a+rX -- "$venv"
+  chmod -R a+rX -- "$venv" "$jax_venv"
 }
 
 install_mermaid
 install_apt
 install_venv
+install_jax_venv
 venv_for_users
 say "ready"

@@ -31,6 +31,7 @@
 #                            the clusters its tests start beside it at +50 and +100)
 #   HPC_SLURM_CHROOT_MIRROR  Debian mirror (default: the one this machine's apt uses)
 #   HPC_TEST_VENV            the venv the tests use (default <repo>/.venv)
+#   HPC_TEST_JAX_VENV        the JAX venv, bound in when it exists (default /opt/hpc_files/jax-venv)
 set -euo pipefail
 
 PROG=slurm_chroot.sh
@@ -66,6 +67,7 @@ settle() {
   OFFSET=${HPC_SLURM_CHROOT_PORT_OFFSET:-500}
   [[ $OFFSET =~ ^[0-9]+$ ]] || die "HPC_SLURM_CHROOT_PORT_OFFSET must be a number (got '$OFFSET')"
   VENV=${HPC_TEST_VENV:-$REPO/.venv}
+  JAX_VENV=${HPC_TEST_JAX_VENV:-/opt/hpc_files/jax-venv}
   # The inner cluster's folder (in the instance's own /tmp): a name no host cluster uses.
   INNER=/tmp/hpc_cluster_slurm-$VERSION
   ((EUID == 0)) || die "must run as root (mmdebstrap, mount, chroot)"
@@ -190,6 +192,8 @@ bind_python() {
   # has no Python of its own.
   [[ -e $MNT/usr/bin/python3 ]] || ln -sfn -- "$real" "$MNT/usr/local/bin/python3"
   [[ $VENV == "$REPO"/* ]] || bind_same "$VENV"
+  # The JAX venv (install_deps.sh; the same interpreter): the JAX recipe's test.
+  [[ ! -d $JAX_VENV || $JAX_VENV == "$REPO"/* ]] || bind_same "$JAX_VENV"
   # Packages installed editable into a venv outside this repository: their source folders.
   local finder dir
   for finder in "$VENV"/lib/python*/site-packages/__editable___*_finder.py; do
@@ -255,7 +259,7 @@ cmd_mount() {
 # in_root COMMAND...: COMMAND inside the root, in this repository, with a clean environment.
 in_root() {
   local keep=() name
-  for name in HPC_TEST_JOBS HPC_TEST_VENV TERM; do
+  for name in HPC_TEST_JOBS HPC_TEST_VENV HPC_TEST_JAX_VENV TERM; do
     [[ -z ${!name:-} ]] || keep+=("$name=${!name}")
   done
   # shellcheck disable=SC2016 # expanded inside the root

@@ -130,13 +130,17 @@ json() {
 }
 
 @test "two 2-node jobs at once on the same nodes both succeed (no port clash)" {
-  printf 'python examples/ddp_allreduce.py --tag two\n' >"$PROJECT/experiment_configurations.txt"
+  # Each job waits (up to 240 s) until the other has started too, so they overlap even when
+  # the other tests' jobs hold the nodes for a while (seen on CI: one after the other).
+  # shellcheck disable=SC2016 # expanded in the job
+  printf '%s\n' 'touch "$SCRATCH/two_started_$SLURM_JOB_ID"; for _ in $(seq 1200); do [ "$(ls "$SCRATCH" | grep -c "^two_started_")" -ge 2 ] && break; sleep 0.2; done; python examples/ddp_allreduce.py --tag two' \
+    >"$PROJECT/experiment_configurations.txt"
   submit --exp-name twoa --which-distributed script --num-nodes 2 --time 10 --sbatch-option='--nodelist=node[3-4]'
   local a=$JOB_ID
   submit --exp-name twob --which-distributed script --num-nodes 2 --time 10 --sbatch-option='--nodelist=node[3-4]'
   local b=$JOB_ID
-  wait_job "$a" 180
-  wait_job "$b" 180
+  wait_job "$a" 400
+  wait_job "$b" 400
   [ "$(job_state "$a")" = COMPLETED ]
   [ "$(job_state "$b")" = COMPLETED ]
   local pa pb

@@ -114,9 +114,12 @@ run_python() {
   rm -f "$out"
 }
 
+# run_integration: the integration tests on the local cluster, its node-local disks per node
+# at one path (HPC_LOCAL_NODE_DISKS=pernode unless set: $SLURM_TMPDIR is /localscratch/job_N
+# on every node, with each node's own files, as on Compute Canada).
 run_integration() {
   say "local Slurm cluster"
-  eval "$(bash tests/cluster/local_cluster.sh start)"
+  eval "$(HPC_LOCAL_NODE_DISKS=${HPC_LOCAL_NODE_DISKS:-pernode} bash tests/cluster/local_cluster.sh start)"
   local parallel=()
   if command -v parallel >/dev/null && ((jobs > 1)); then
     parallel=(--jobs "$jobs" --no-parallelize-within-files)

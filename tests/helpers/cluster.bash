@@ -27,8 +27,9 @@ cluster_beside() {
   local settings=()
   while [[ $1 != -- ]]; do settings+=("$1") && shift; done
   shift
+  # (shared disks unless its settings say otherwise, whatever the run's own cluster has)
   env HPC_LOCAL_CLUSTER_DIR="${BESIDE_DIR}$suffix" \
-    HPC_LOCAL_CLUSTER_PORT_OFFSET=$((BESIDE_OFFSET + above)) "${settings[@]}" \
+    HPC_LOCAL_CLUSTER_PORT_OFFSET=$((BESIDE_OFFSET + above)) HPC_LOCAL_NODE_DISKS=shared "${settings[@]}" \
     bash "$CLUSTER_SCRIPT" "$@"
 }
 
@@ -41,6 +42,18 @@ cluster_beside_start() {
   env_lines=$(cluster_beside "$@" -- start)
   eval "$env_lines"
   export SLURM_CONF HPC_LOCAL_CLUSTER_DIR
+}
+
+# node_tmpdir NODE JOB: the $SLURM_TMPDIR the local cluster gives JOB on NODE: one path on
+# every node with per-node disks (its files in BASE/localscratch/NODE), else NODE's own.
+node_tmpdir() {
+  local base=${HPC_LOCAL_CLUSTER_DIR:-/tmp/hpc_local_cluster} disks
+  disks=$(sed -n 's/^node_disks=//p' "$base/cluster.settings")
+  if [[ $disks == pernode:* ]]; then
+    printf '%s/job_%s' "${disks#pernode:}" "$2"
+  else
+    printf '%s/localscratch/%s/job_%s' "$base" "$1" "$2"
+  fi
 }
 
 # wait_file FILE [TIMEOUT_S]: until FILE exists (240 s unless told).

@@ -60,7 +60,7 @@ inside() {
   [ "$(inside c1 0 wandb)" = sekrit-0123 ]
   [ "$(inside c1 0 my_flag)" = on ]
   [ "$(inside c1 0 secret)" = unreadable ]
-  [[ $(inside c1 0 tmpdir) == */localscratch/node*/job_"$JOB_ID" ]]
+  [ "$(inside c1 0 tmpdir)" = "$(node_tmpdir "$(inside c1 0 node)" "$JOB_ID")" ]
   [ "$(inside c1 0 tmp_is_tmpdir)" = yes ]
   [ "$(inside c1 0 staged)" = none ]
   [ "$(inside c1 0 data)" = lines-of-data ]
@@ -92,7 +92,7 @@ inside() {
   for r in 0 1; do
     node=$(inside c2 "$r" node)
     tmpdir=$(inside c2 "$r" tmpdir)
-    [[ $tmpdir == */localscratch/"$node"/job_"$JOB_ID" ]]
+    [ "$tmpdir" = "$(node_tmpdir "$node" "$JOB_ID")" ]
     [ "$(inside c2 "$r" container)" = "$tmpdir/hpc_container/train.sif" ]
     [ "$(inside c2 "$r" rank)" = "$r" ]
     [ "$(inside c2 "$r" secret)" = unreadable ]

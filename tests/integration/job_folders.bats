@@ -158,7 +158,7 @@ plant_foreign() {
   wait_job "$JOB_ID" 180
   cat "$(job_log "$JOB_ID" auto)"
   [ "$(job_state "$JOB_ID")" = COMPLETED ]
-  grep -q " tmp=$HPC_LOCAL_CLUSTER_DIR/localscratch/node[0-9]/job_$JOB_ID files=300$" "$DATA/auto/checkpoints/rank_0.txt"
+  grep -q " tmp=$(node_tmpdir 'node[0-9]' "$JOB_ID") files=300$" "$DATA/auto/checkpoints/rank_0.txt"
   grep -q 'made by Slurm on every node' "$(job_log "$JOB_ID" auto)"
   # Without Slurm's folder (partition notmpdir): the job's own, in the profile's /tmp.
   submit --cluster generic --partition notmpdir --exp-name auto2 --time 5 --data datasets

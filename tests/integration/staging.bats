@@ -86,7 +86,7 @@ staged_everywhere() {
   staged_everywhere st
   local r
   for r in 0 1; do
-    [ "$(field st "$r" tmp)" = "$HPC_LOCAL_CLUSTER_DIR/localscratch/$(field st "$r" node)/job_$JOB_ID" ]
+    [ "$(field st "$r" tmp)" = "$(node_tmpdir "$(field st "$r" node)" "$JOB_ID")" ]
   done
   grep -q 'extracted into \$SLURM_TMPDIR on 2 node(s)' "$(job_log "$JOB_ID" st)"
   # Extracted once per node, in one step (sacct names it hpc-stage).

@@ -7,7 +7,9 @@
 # Installs what is missing first (tests/setup/install_deps.sh; not for `gpu` alone, which
 # runs offline). Integration tests run HPC_TEST_JOBS at a time (default 4), as the normal
 # user hpcalice (tests/helpers/users.bash), with the venv HPC_TEST_VENV (default
-# /opt/hpc_files/test-venv, made by tests/setup/install_deps.sh). `gpu` (the
+# /opt/hpc_files/test-venv, made by tests/setup/install_deps.sh), on a local cluster whose
+# nodes each have their own disk at /localscratch (HPC_LOCAL_NODE_DISKS, default pernode
+# here; shared: one disk under per-node names). `gpu` (the
 # real-GPU stage, tests/gpu/) runs where nvidia-smi lists a GPU; elsewhere it prints one
 # line and counts as skipped. Ends with a line "N passed, N failed, N skipped".
 # --slurm 22.05 (default) runs on this machine's Slurm; --slurm 24.11 or 26.05 runs the same parts

@@ -83,7 +83,7 @@ no_submission() {
   for f in "$SCRATCH"/proj/tmponly/checkpoints/tmponly_*.json; do
     dir=$(field "$f" 'd["env"]["SLURM_TMPDIR"]')
     [ "$dir" = "$(field "$f" 'd["env"]["TMPDIR"]')" ]
-    [[ $dir == */$(field "$f" 'd["node"]')/job_$JOB_ID ]]
+    [ "$dir" = "$(node_tmpdir "$(field "$f" 'd["node"]')" "$JOB_ID")" ]
     n=$((n + 1))
   done
   [ "$n" -eq 2 ]

@@ -124,8 +124,17 @@ run_job() {
   "$PROJECT/.venv/bin/python" -c 'import accelerate' ||
     { echo "accelerate is not in the test venv: run bash tests/setup/install_deps.sh" >&2; return 1; }
   run_job acl 240 'accelerate launch --multi_gpu --num_processes 2 accelerate_loop.py' --cpus 2
-  [ "$(job_state "$JOB_ID")" = COMPLETED ]
   grep -q "accelerate: num_processes=2 rank_sum=1" "$LOG"
+  # torch 2.13's gloo may abort a process at exit after the work is done ("terminate called
+  # without an active exception", SIGABRT): 1 to 2 runs in 12 of this very program under
+  # `accelerate launch` with no Slurm and no toolkit at all. Then the job must have FAILED
+  # with that exit (the toolkit passes the failure on); otherwise it COMPLETED.
+  if grep -q "terminate called without an active exception" "$LOG"; then
+    [ "$(job_state "$JOB_ID")" = FAILED ]
+    grep -q "command ended with exit code 1 after" "$LOG"
+  else
+    [ "$(job_state "$JOB_ID")" = COMPLETED ]
+  fi
 }
 
 @test "JAX's initialize() with no arguments: every rank has a coordinator that works and srun's counts" {

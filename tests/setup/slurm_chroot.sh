@@ -259,7 +259,7 @@ cmd_mount() {
 # in_root COMMAND...: COMMAND inside the root, in this repository, with a clean environment.
 in_root() {
   local keep=() name
-  for name in HPC_TEST_JOBS HPC_TEST_VENV HPC_TEST_JAX_VENV TERM; do
+  for name in HPC_TEST_JOBS HPC_TEST_VENV HPC_TEST_JAX_VENV HPC_LOCAL_NODE_DISKS TERM; do
     [[ -z ${!name:-} ]] || keep+=("$name=${!name}")
   done
   # shellcheck disable=SC2016 # expanded inside the root

@@ -27,7 +27,8 @@ HPC_PREEMPT_WATCH_PID="" HPC_PREEMPT_WATCH_STOP=""
 HPC_REQUEUED=0 # this attempt asked Slurm for the requeue: its SIGTERM is expected
 HPC_JOB_ENDING=""  # set when Slurm is ending the job: it signals every step itself
 # $HPC_EXP_DIR/.hpc_attempt/JOB: "start" (its time), "before" (the checkpoints then),
-# "stopped" (the watchdog stopped the program), "warned*" (a process took the warning)
+# "stopped" (the watchdog stopped the program), "warned*" (a process took the warning),
+# "ended.rankN" (rank N's program has ended: task_wrapper.sh)
 HPC_ATTEMPT_DIR=""
 HPC_ATTEMPT_OUTCOME="" # how this attempt ended, when a decision here says (runs.sh)
 # The watch step runs in requeueable jobs unless HPC_PREEMPT_WATCH=no.

@@ -63,6 +63,21 @@ while :; do
   rc=$?
   kill -0 "$child" 2>/dev/null || break
 done
+# A rank that took the warning and then exits non-zero (saving and exiting 1 is how
+# torchrun's workers pause) ends the step for every rank (srun kills the others): it first
+# waits until every rank's program has ended (each marks ended.rankN), so the others can
+# take their own warning and save; at most the grace period (the batch shell stops a
+# program that runs on). Seen on 24.11 under load: rank 0 saved and exited within a
+# second, and rank 1 was killed before its warning reached it, its checkpoint unwritten.
+[[ -z ${HPC_ATTEMPT_DIR:-} ]] || : >"$HPC_ATTEMPT_DIR/ended.rank${SLURM_PROCID:-0}" 2>/dev/null
+if ((warned && !signalled && rc != 0 && ${SLURM_NTASKS:-1} > 1)) && [[ -n ${HPC_ATTEMPT_DIR:-} ]]; then
+  settle_end=$((SECONDS + ${HPC_SIGNAL_GRACE:-60}))
+  shopt -s nullglob
+  while marks=("$HPC_ATTEMPT_DIR"/ended.rank*) && ((${#marks[@]} < SLURM_NTASKS && SECONDS < settle_end)); do
+    sleep 0.1
+  done
+  shopt -u nullglob
+fi
 # What this node's ranks wrote to $HPC_RESULTS_DIR comes back (node K > 0; the batch shell
 # copies the first node's). A rank that succeeded but whose results did not come back
 # fails, with the code the batch shell uses for that (74, staging.sh).

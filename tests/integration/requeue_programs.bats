@@ -98,6 +98,20 @@ requeued_and_resumed() {
   [ "$(grep -o '\[hpc ' "$log" | wc -l)" -eq "$(grep -c '^\[hpc ' "$log")" ]
 }
 
+@test "2 nodes (script): rank 0 saves and exits 1 at once, rank 1 takes its warning late; rank 0 waits for it, so both save and resume" {
+  # Rank 1 sets its trap after 15 steps (3 s): without the wait, srun ends rank 1 as soon
+  # as rank 0 exits 1, before its warning reaches it, and it resumes from 0.
+  printf 'LOOP_SAVE_EXIT=1 LOOP_LATE_TRAP=15 bash train_loop.sh usr1 60\n' >"$PROJECT/experiment_configurations.txt"
+  submit --exp-name late2 --which-distributed script --num-nodes 2 --time 10
+  warn_when_ready late2 2
+  wait_job "$JOB_ID" 300
+  requeued_and_resumed late2 60 2
+  local log
+  log=$(job_log "$JOB_ID" late2)
+  grep -q 'rank 1: warning passed on as SIGUSR1' "$log"
+  [ -f "$SCRATCH/proj/late2/marks/warned_1" ]
+}
+
 @test "bash trap USR1 in the container stand-in (none and script): warned inside, requeued, resumed" {
   use_fake_singularity
   make_sif_image "$PROJECT/images/train.sif"

@@ -215,6 +215,11 @@ wait_job() {
   return 1
 }
 
+# attempts ID: every attempt of the job in sacct, "state|exit" one per line, oldest first.
+attempts() {
+  sacct --duplicates -X -n -P -j "$1" -o State,ExitCode
+}
+
 # job_state ID: the state of a single (non-array) job, e.g. COMPLETED or FAILED.
 job_state() {
   job_states "$1" | awk -F'|' -v id="$1" '$1 == id { print $2 }'

@@ -196,13 +196,13 @@ for r in rows:
   wait_job "$JOB_ID" 400
   LOG=$(job_log "$JOB_ID" hfw)
   cat "$LOG"
-  local attempts
-  attempts=$(sacct --duplicates -X -n -P -j "$JOB_ID" -o State,ExitCode)
-  if [[ $attempts == *FAILED* ]] && grep -q "terminate called without an active exception" "$LOG"; then
-    echo "torch's exit abort (gloo) at the end of attempt 2, passed on: $attempts" >&2
-    [[ $attempts == $'REQUEUED|0:0\nFAILED|'* ]]
+  local got
+  got=$(attempts "$JOB_ID")
+  if [[ $got == *FAILED* ]] && grep -q "terminate called without an active exception" "$LOG"; then
+    echo "torch's exit abort (gloo) at the end of attempt 2, passed on: $got" >&2
+    [[ $got == $'REQUEUED|0:0\nFAILED|'* ]]
   else
-    [ "$attempts" = $'REQUEUED|0:0\nCOMPLETED|0:0' ]
+    [ "$got" = $'REQUEUED|0:0\nCOMPLETED|0:0' ]
   fi
   local step
   step=$(sed -n 's/^\[hpc\] warned: saving checkpoint-\([0-9]*\) in .*/\1/p' "$LOG")

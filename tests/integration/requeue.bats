@@ -18,11 +18,6 @@ wait_for_line() {
   done
 }
 
-# attempts ID: every attempt of the job in sacct, "state|exit" one per line, oldest first.
-attempts() {
-  sacct --duplicates -X -n -P -j "$1" -o State,ExitCode
-}
-
 # steps_lost DIR: steps that had to be done twice across requeues (from progress.log).
 steps_lost() {
   python3 - "$1/progress.log" <<'PY'

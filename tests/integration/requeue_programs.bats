@@ -32,11 +32,6 @@ wait_file() {
   done
 }
 
-# attempts ID: every attempt of the job in sacct, "state|exit" one per line, oldest first.
-attempts() {
-  sacct --duplicates -X -n -P -j "$1" -o State,ExitCode
-}
-
 # warn_when_ready EXP [RANKS]: once every rank of attempt 1 runs (and has done a few
 # steps), the wall-time warning as Slurm sends it: SIGUSR1 to the batch shell.
 warn_when_ready() {

@@ -39,11 +39,6 @@ warn_when_ready() {
   ) 3>&- &
 }
 
-# attempts ID: every attempt of the job in sacct, "state|exit" one per line, oldest first.
-attempts() {
-  sacct --duplicates -X -n -P -j "$1" -o State,ExitCode
-}
-
 # row NAME ID EXPECTED_ATTEMPTS: the row's sacct attempts as expected (its log shown).
 row() {
   local got

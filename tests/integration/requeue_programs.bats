@@ -23,21 +23,12 @@ wait_line() {
   done
 }
 
-# wait_file FILE [TIMEOUT_S]: until FILE exists.
-wait_file() {
-  local start=$SECONDS
-  until [[ -e $1 ]]; do
-    ((SECONDS - start < ${2:-180})) || { echo "no $1 after ${2:-180} s" >&2 && return 1; }
-    sleep 0.5
-  done
-}
-
 # warn_when_ready EXP [RANKS]: once every rank of attempt 1 runs (and has done a few
 # steps), the wall-time warning as Slurm sends it: SIGUSR1 to the batch shell.
 warn_when_ready() {
   local r
   for ((r = 0; r < ${2:-1}; r++)); do
-    wait_file "$SCRATCH/proj/$1/marks/ready_1_$r"
+    wait_file "$SCRATCH/proj/$1/marks/ready_1_$r" 180
   done
   sleep 1.5
   scancel --batch --signal=USR1 "$JOB_ID"
@@ -186,7 +177,7 @@ requeued_and_resumed() {
 @test "an array task that ignores the warning ends alone (FAILED 124); the other tasks are untouched" {
   printf '%s\n' 'bash train_loop.sh usr1 30' 'bash train_loop.sh ignore 400' 'bash train_loop.sh usr1 30' >"$PROJECT/experiment_configurations.txt"
   submit --exp-name ar --time 10 --signal-grace 20
-  wait_file "$SCRATCH/proj/ar/marks/ready_1_0" # every task writes rank 0's marks: any one
+  wait_file "$SCRATCH/proj/ar/marks/ready_1_0" 180 # every task writes rank 0's marks: any one
   local ck=$SCRATCH/proj/ar/checkpoints
   # Task 1 (the ignoring one) is warned once it runs.
   wait_line "$(job_log "$JOB_ID" ar 1)" 'starts at step'
@@ -204,7 +195,7 @@ requeued_and_resumed() {
 @test "a job name or Comment= holding 'PreemptTime=...' is not a preemption" {
   printf 'bash train_loop.sh usr1 400\n' >"$PROJECT/experiment_configurations.txt"
   submit --exp-name hc --time 10
-  wait_file "$SCRATCH/proj/hc/marks/ready_1_0"
+  wait_file "$SCRATCH/proj/hc/marks/ready_1_0" 180
   scontrol update JobId="$JOB_ID" Comment="x PreemptTime=2026-01-01T00:00:00 y" \
     Name="a PreemptTime=2026-01-01T00:00:00"
   scontrol show job "$JOB_ID" | grep -q 'Comment=x PreemptTime=2026-01-01T00:00:00'
@@ -226,7 +217,7 @@ requeued_and_resumed() {
 # preempt_when_ready EXP: once experiment EXP is ready, an urgent job takes its preemptible
 # node (GraceTime 30 s).
 preempt_when_ready() {
-  wait_file "$SCRATCH/proj/$1/marks/ready_1_0"
+  wait_file "$SCRATCH/proj/$1/marks/ready_1_0" 180
   sleep 1.5
   sbatch --parsable --partition urgent --cpus-per-task 4 --time 1 --output /dev/null --wrap 'sleep 2'
 }

@@ -208,10 +208,11 @@ hpc_container_cleanup_here() {
   rm -rf -- "$(hpc_container_node_dir)"
 }
 
-# hpc_container_on_nodes --stage|--cleanup: once on every node of the job.
+# hpc_container_on_nodes --stage|--cleanup: once on every node of the job (no
+# --kill-on-bad-exit: each node ends on its own, so every node's message reaches the log).
 hpc_container_on_nodes() {
   if ((${HPC_NUM_NODES:-1} > 1)); then
-    srun --nodes="$HPC_NUM_NODES" --ntasks-per-node=1 --kill-on-bad-exit=1 \
+    srun --nodes="$HPC_NUM_NODES" --ntasks-per-node=1 \
       bash "$HPC_CONTAINER_SH" "$1" </dev/null
   elif [[ $1 == --stage ]]; then
     hpc_container_stage_here

@@ -361,6 +361,9 @@ hpc_results_final() {
 
 # hpc_stage_data: extract the --data archive into $SLURM_TMPDIR, once per node, on every
 # node at once. The job fails here (before the program starts) when a node lacks space.
+# No --kill-on-bad-exit on the step: every node ends on its own, so each node's message
+# reaches the log (a step killed at the first failure lost them under load, even the
+# failing node's own).
 hpc_stage_data() {
   [[ -n ${HPC_DATA_ARCHIVE:-} ]] || return 0
   [[ -z ${HPC_SIGNALLED:-} ]] || return 0 # the job is ending: the program will not start
@@ -377,7 +380,7 @@ hpc_stage_data() {
   hpc_log "data: extracting ${HPC_DATA_ARCHIVE##*/} (manifest sha256 $sha, $((10#${HPC_DATA_ENTRIES:-0})) entries, $size) on $nodes node(s)"
   if ((nodes > 1)); then
     srun --overlap --job-name=hpc-stage --nodes="$nodes" --ntasks="$nodes" --ntasks-per-node=1 \
-      --cpus-per-task="${SLURM_CPUS_PER_TASK:-1}" --kill-on-bad-exit=1 \
+      --cpus-per-task="${SLURM_CPUS_PER_TASK:-1}" \
       env -u BASH_ENV bash "$HPC_NODE_SCRIPT" extract "$HPC_DATA_ARCHIVE" "${HPC_DATA_BYTES:-0}" </dev/null &
   else
     hpc_node_extract "$SLURM_TMPDIR" "$HPC_DATA_ARCHIVE" "${HPC_DATA_BYTES:-0}" </dev/null &

@@ -135,7 +135,8 @@ _hpc_venv_local_ms() {
 }
 
 # hpc_venv_to_local_to VAR: the copy ready on every node of the job (one srun task per node
-# for several nodes, like --data); VAR is its path. Ends the job when a node fails.
+# for several nodes, like --data, and like it without --kill-on-bad-exit, so that every
+# node's message reaches the log); VAR is its path. Ends the job when a node fails.
 hpc_venv_to_local_to() {
   local -n _vtl=$1
   local nodes=${SLURM_JOB_NUM_NODES:-1} t0=$EPOCHREALTIME rc=0
@@ -143,7 +144,7 @@ hpc_venv_to_local_to() {
   hpc_log "venv: $HPC_VENV to each node's local disk (archive ${HPC_VENV_LOCAL_ARCHIVE##*/}, manifest sha256 ${HPC_VENV_LOCAL_SHA:-unknown}) on $nodes node(s)"
   if ((nodes > 1)); then
     srun --overlap --job-name=hpc-venv --nodes="$nodes" --ntasks="$nodes" --ntasks-per-node=1 \
-      --cpus-per-task="${SLURM_CPUS_PER_TASK:-1}" --kill-on-bad-exit=1 \
+      --cpus-per-task="${SLURM_CPUS_PER_TASK:-1}" \
       bash "$HPC_VENV_LOCAL_SCRIPT" setup "$HPC_VENV_LOCAL_ARCHIVE" </dev/null &
   else
     hpc_venv_local_setup "$HPC_VENV_LOCAL_ARCHIVE" </dev/null &

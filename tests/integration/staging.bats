@@ -176,9 +176,13 @@ staged_everywhere() {
   log=$(job_log "$JOB_ID" full)
   cat "$log"
   [ "$(job_state "$JOB_ID")" = FAILED ]
-  grep -q 'ERROR: not enough local disk for the --data: it needs 4.0 TiB' "$log"
-  ! grep -qx 'the program started' "$log" || false
+  # Each node's own message reaches the log (a step killed at the first failure can lose
+  # the other node's, and even the failing node's, last lines).
   local n
+  for n in node1 node2; do
+    grep -q "ERROR: not enough local disk for the --data: it needs 4.0 TiB, $LAB/$n/hpc_job_${JOB_ID}_$n has" "$log"
+  done
+  ! grep -qx 'the program started' "$log" || false
   for n in node1 node2 node3 node4; do
     [ ! -e "$LAB/$n/hpc_job_${JOB_ID}_$n" ]
   done

@@ -36,10 +36,10 @@ tally() {
   skip=$(grep -c '^ok .* # skip' "$2" || true)
   passed=$((passed + ok - skip)) failed=$((failed + notok)) skipped=$((skipped + skip))
   ((notok == 0)) || failures+=("$1: $notok failed")
-  # each failed test by name, with bats' two lines of where and what, so the last lines of
-  # a long run say which
+  # each failed test by name, with bats' lines of where and what and up to 40 lines of what
+  # it printed (a job's log), so the last lines of a long, cut CI log say which and why
   local line
-  while IFS= read -r line; do failures+=("$1: $line"); done < <(awk '/^not ok /{n=3} n>0{print; n--}' "$2")
+  while IFS= read -r line; do failures+=("$1: $line"); done < <(awk '/^not ok /{n=41; print; next} n>0 && /^#/{print; n--; next} {n=0}' "$2")
 }
 
 run_lint() {

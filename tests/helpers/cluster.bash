@@ -215,6 +215,20 @@ wait_job() {
   return 1
 }
 
+# hold_preemptible_node: this test has the cluster's one preemptible node (and the urgent
+# jobs that preempt it) to itself until it ends. requeue.bats and requeue_programs.bats run
+# at once in CI: the other file's urgent job would preempt this test's job at any moment
+# (before its handler is set, say). An flock on a file of the cluster's folder, held by the
+# test's own process: released when the test ends, pass or fail.
+hold_preemptible_node() {
+  local lock=${HPC_LOCAL_CLUSTER_DIR:-/tmp/hpc_local_cluster}/preemptible.lock
+  exec {HPC_PREEMPT_LOCK_FD}>>"$lock"
+  flock -w 900 "$HPC_PREEMPT_LOCK_FD" || {
+    echo "the preemptible node was not free within 900 s ($lock held)" >&2
+    return 1
+  }
+}
+
 # attempts ID: every attempt of the job in sacct, "state|exit" one per line, oldest first.
 attempts() {
   sacct --duplicates -X -n -P -j "$1" -o State,ExitCode

@@ -181,6 +181,7 @@ PY
 }
 
 @test "a real preemption (an urgent job takes the node): the job checkpoints, requeues and resumes; nothing lost" {
+  hold_preemptible_node
   # The local cluster's 'urgent' partition preempts 'preemptible' (one node, GraceTime 30 s).
   printf 'python examples/requeue_train.py --steps 40 --step-sleep 0.2\n' >"$PROJECT/experiment_configurations.txt"
   submit --exp-name preempted --time 10 --partition preemptible --cpus 4
@@ -200,6 +201,7 @@ PY
 }
 
 @test "a real preemption of Lightning DDP (2 processes): SlurmRequeue checkpoints, the job requeues and resumes" {
+  hold_preemptible_node
   printf 'python examples/lightning_ddp.py --max-steps 80 --step-sleep 0.15\n' >"$PROJECT/experiment_configurations.txt"
   submit --exp-name lpre --which-distributed lightning --procs-per-node 2 --cpus 4 --partition preemptible --time 10
   local log ck=$SCRATCH/proj/lpre/checkpoints r

@@ -223,6 +223,7 @@ preempt_when_ready() {
 }
 
 @test "preempted: a bash loop trapping USR1, and one trapping TERM, checkpoint, requeue and resume" {
+  hold_preemptible_node
   printf 'bash train_loop.sh usr1 60\n' >"$PROJECT/experiment_configurations.txt"
   submit --exp-name pu --time 10 --partition preemptible --cpus 4
   preempt_when_ready pu
@@ -243,6 +244,7 @@ preempt_when_ready() {
 }
 
 @test "preempted: a Python loop with its own handler checkpoints, requeues and resumes" {
+  hold_preemptible_node
   rm -rf "$PROJECT/.venv"
   printf 'python3 sig_train.py 60\n' >"$PROJECT/experiment_configurations.txt"
   submit --exp-name pp --time 10 --partition preemptible --cpus 4 --venv none
@@ -255,6 +257,7 @@ preempt_when_ready() {
 }
 
 @test "preempted: a program with no handler saves nothing and is not requeued (FAILED 124)" {
+  hold_preemptible_node
   printf 'bash train_loop.sh none 600\n' >"$PROJECT/experiment_configurations.txt"
   submit --exp-name pn --time 10 --partition preemptible --cpus 4
   preempt_when_ready pn

@@ -8,7 +8,9 @@
 #   --report: only print the summary of the last run's results (HPC_BENCH_DIR/results.txt)
 # Environment: HPC_BENCH_SHAPES (default "1task 2nodes 4tasks"; "" = only the latency and
 # the decision), HPC_BENCH_SLOW_ROUNDS
-# (default "1 2": the slow filesystem's rounds; "1" saves its second, slowest run).
+# (default "1 2": the slow filesystem's rounds; "1" saves its second, slowest run),
+# HPC_BENCH_RTT_US (default 0: plain sshfs; N: every round trip to the filesystem takes N us
+# more, through tests/bench/delay_line.py, a slower network filesystem).
 #
 # Shapes: 1 task; 4 tasks on one node (an array pinned to node1); 2 nodes (-d script, one
 # task per node). Each shape runs twice per mode: round 1 on a "cold" node (no node-local
@@ -151,26 +153,44 @@ print(f"STARTUP node={os.environ.get('SLURMD_NODENAME')} task={os.environ.get('H
       f" python={done - me:.2f} prefix={sys.prefix}", flush=True)
 PY
 
-mountpoint -q "$MNT" || sshfs -p "$PORT" -o follow_symlinks,IdentityFile="$SSHD/user_key",StrictHostKeyChecking=no,UserKnownHostsFile=/dev/null \
-  "root@127.0.0.1:$REMOTE" "$MNT"
+# Symbolic links stay links, as on NFS or Lustre: no follow_symlinks (it shows the venv's
+# lib64 -> lib as a second copy of site-packages, which doubled the archive, 3.1 GiB for
+# 1.6), and no_contain_symlinks where sshfs has it (Debian's sshfs refuses absolute link
+# targets by default, EPERM, and a venv's bin/python3 is one). With
+# HPC_BENCH_RTT_US, every round trip also crosses a delay line (delay_line.py): a slower
+# filesystem, as a loaded Lustre is.
+mount_opts=IdentityFile="$SSHD/user_key",StrictHostKeyChecking=no,UserKnownHostsFile=/dev/null
+rtt=${HPC_BENCH_RTT_US:-0}
+[[ $rtt =~ ^[0-9]+$ ]] || { echo "startup.sh: HPC_BENCH_RTT_US must be microseconds, not '$rtt'" >&2; exit 2; }
+((rtt == 0)) || mount_opts+=",ssh_command=$SRC_VENV/bin/python $BENCH_ROOT/tests/bench/delay_line.py $rtt ssh"
+if mountpoint -q "$MNT"; then fusermount -u "$MNT" 2>/dev/null || fusermount -uz "$MNT"; fi
+sshfs -p "$PORT" -o "no_contain_symlinks,$mount_opts" "root@127.0.0.1:$REMOTE" "$MNT" 2>/dev/null ||
+  sshfs -p "$PORT" -o "$mount_opts" "root@127.0.0.1:$REMOTE" "$MNT"
 
-# --- per-operation latency: stat of 2000 distinct files never looked up before -----------
-stat_us() {
+# --- per-operation latency: what an import pays per file ----------------------------------
+# A stat of 2000 names never looked up (no listing first: a listing brings every entry's
+# attributes with it, and a stat after it is answered from the cache), and an open + read
+# of 500 small files.
+latency() {
   "$SRC_VENV/bin/python" - "$1" <<'PY'
 import os, sys, time
 root = sys.argv[1]
-names = sorted(os.listdir(root))[:2000]
 t = time.perf_counter()
-for n in names:
-    os.stat(os.path.join(root, n))
-print(f"{(time.perf_counter() - t) / len(names) * 1e6:.0f}")
+for i in range(2000):
+    os.stat(os.path.join(root, f"f{i:04d}"))
+stat_us = (time.perf_counter() - t) / 2000 * 1e6
+t = time.perf_counter()
+for i in range(500):
+    with open(os.path.join(root, f"g{i:04d}"), "rb") as f:
+        f.read()
+print(f"stat {stat_us:.0f} us, open + read {(time.perf_counter() - t) / 500 * 1e6:.0f} us")
 PY
 }
-# Fresh names on each filesystem: a folder of 2000 empty files made in the backing folder.
+# Fresh names on each filesystem: a folder of small files made in the backing folder.
 lat=$REMOTE/latency.$$
-mkdir -p "$lat" && (cd "$lat" && touch f{0001..2000})
-slow_us=$(stat_us "$MNT/latency.$$")
-local_us=$(stat_us "$lat")
+mkdir -p "$lat" && (cd "$lat" && for i in {0000..1999}; do : >"f$i" && echo x >"g$i"; done)
+slow_lat=$(latency "$MNT/latency.$$")
+local_lat=$(latency "$lat")
 rm -rf "$lat"
 
 export SCRATCH=$MNT/scratch
@@ -183,7 +203,9 @@ bash hpc_files/job_submitter.sh -C local --venv-to-local -n >/dev/null 2>&1 || t
 decide() { # prints the ms the submitter logged for its decision (a dry run)
   bash hpc_files/job_submitter.sh -C local --venv-to-local -n 2>&1 >/dev/null | sed -n 's/.*decided in \([0-9]*\) ms.*/\1/p'
 }
-# Pack it once (a real submission of a no-op job), then time the decisions.
+# Pack it once (a real submission of a no-op job: the archive of an earlier run goes
+# first, so the packing is measured), then time the decisions.
+rm -rf "$SCRATCH"/proj/.hpc_staging/venv-*
 t0=$(now_ms)
 pack_out=$(bash hpc_files/job_submitter.sh -C local --venv-to-local -e bench_pack 2>&1)
 pack_ms=$(($(now_ms) - t0))
@@ -193,7 +215,8 @@ for _ in 1 2 3 4 5; do decisions+=("$(decide)"); done
 # --- the runs -----------------------------------------------------------------------------
 : >"$RESULTS"
 {
-  printf '\nslow shared filesystem (sshfs over loopback): stat %s us per file vs %s us on local disk\n' "$slow_us" "$local_us"
+  printf '\nslow shared filesystem (sshfs over loopback%s): %s per file; local disk: %s\n' \
+    "$( ((rtt == 0)) || echo ", plus a delay line of $rtt us per round trip")" "$slow_lat" "$local_lat"
   printf '  (Lustre / NFS metadata operations are typically 200-1000 us)\n'
   printf 'first packing of the venv (whole submission): %s ms; %s\n' "$pack_ms" "$(grep -o 'packed in.*' <<<"$pack_out" || echo 'archive reused')"
   printf 'submission decision "is the venv unchanged" (5 dry runs, venv on sshfs): %s ms; median %s ms\n' \

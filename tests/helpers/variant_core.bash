@@ -55,7 +55,7 @@ core_two_node_torchrun() {
   printf 'python examples/ddp_allreduce.py --tag tr\n' >"$PROJECT/experiment_configurations.txt"
   submit --exp-name tr --which-distributed torchrun --num-nodes 2 --procs-per-node 1 --time 10
   wait_job "$JOB_ID" 240
-  [ "$(job_state "$JOB_ID")" = COMPLETED ] || { cat "$(job_log "$JOB_ID" tr)"; return 1; }
+  completed_or_torch_exit_abort "$(job_log "$JOB_ID" tr)" || { cat "$(job_log "$JOB_ID" tr)"; return 1; }
   core_ran_as_user "$JOB_ID"
   local dir=$SCRATCH/proj/tr/checkpoints/tr
   [ "$(core_json "$dir/rank_0.json" 'd["sum"]')" = 3.0 ]
@@ -68,7 +68,7 @@ core_two_node_lightning() {
   printf 'python examples/lightning_ddp.py --max-steps 10\n' >"$PROJECT/experiment_configurations.txt"
   submit --exp-name ddp --which-distributed lightning --num-nodes 2 --cpus 1 --time 10
   wait_job "$JOB_ID" 240
-  [ "$(job_state "$JOB_ID")" = COMPLETED ] || { cat "$(job_log "$JOB_ID" ddp)"; return 1; }
+  completed_or_torch_exit_abort "$(job_log "$JOB_ID" ddp)" || { cat "$(job_log "$JOB_ID" ddp)"; return 1; }
   core_ran_as_user "$JOB_ID"
   local ck=$SCRATCH/proj/ddp/checkpoints
   [ "$(core_json "$ck/lightning_rank_1.json" 'd["global_step"]')" = 10 ]

@@ -26,19 +26,6 @@ setup() {
   cp "$REPO_ROOT"/tests/helpers/third_party/*.py "$PROJECT/"
 }
 
-# completed_or_torch_exit_abort: the job COMPLETED; or torch 2.13's gloo aborted a process at
-# exit, after its work ("terminate called without an active exception", SIGABRT: 1 to 5 runs
-# in 12 of Accelerate and Transformers programs on CPU with no Slurm and no toolkit at all,
-# tests/helpers/third_party), and then the job FAILED: the toolkit passed the failure on.
-completed_or_torch_exit_abort() {
-  if grep -q "terminate called without an active exception" "$LOG"; then
-    echo "torch's exit abort (gloo), not the toolkit's: the job must have FAILED" >&2
-    [ "$(job_state "$JOB_ID")" = FAILED ]
-  else
-    [ "$(job_state "$JOB_ID")" = COMPLETED ]
-  fi
-}
-
 # run_job EXP SECONDS LINE ARGS...: LINE as the only command, submitted with ARGS, waited for.
 run_job() {
   local exp=$1 timeout=$2
@@ -126,10 +113,10 @@ run_job() {
   "$PROJECT/.venv/bin/python" -c 'import accelerate' ||
     { echo "accelerate is not in the test venv: run bash tests/setup/install_deps.sh" >&2; return 1; }
   run_job acc 240 'python accelerate_loop.py' -d torchrun --num-nodes 2 --procs-per-node 2
-  completed_or_torch_exit_abort
+  completed_or_torch_exit_abort "$LOG"
   grep -q "accelerate: num_processes=4 rank_sum=6 type=DistributedType.MULTI_CPU" "$LOG"
   run_job acs 240 'python accelerate_loop.py' -d script --num-nodes 2
-  completed_or_torch_exit_abort
+  completed_or_torch_exit_abort "$LOG"
   grep -q "accelerate: num_processes=2 rank_sum=1" "$LOG"
 }
 
@@ -138,7 +125,7 @@ run_job() {
     { echo "accelerate is not in the test venv: run bash tests/setup/install_deps.sh" >&2; return 1; }
   run_job acl 240 'accelerate launch --multi_gpu --num_processes 2 accelerate_loop.py' --cpus 2
   grep -q "accelerate: num_processes=2 rank_sum=1" "$LOG"
-  completed_or_torch_exit_abort
+  completed_or_torch_exit_abort "$LOG"
 }
 
 @test "JAX's initialize() with no arguments: every rank has a coordinator that works and srun's counts" {
@@ -173,7 +160,7 @@ for r in rows:
     { echo "transformers is not in the test venv: run bash tests/setup/install_deps.sh" >&2; return 1; }
   local line='python hf_trainer.py --output_dir $HPC_CHECKPOINT_DIR --save_steps 2 --report_to none --use_cpu --per_device_train_batch_size 4'
   run_job hf 400 "$line --max_steps 4" -d torchrun --num-nodes 2
-  completed_or_torch_exit_abort
+  completed_or_torch_exit_abort "$LOG"
   grep -q "hf: world_size=2 global_step=4 resumed_from=None" "$LOG"
   [ -d "$SCRATCH/proj/hf/checkpoints/checkpoint-4" ]
   ! grep -q "wrote into the project folder" "$LOG" || false
@@ -181,7 +168,7 @@ for r in rows:
   # picks up checkpoint-4.
   run_job hf 400 "$line --max_steps 6" -d torchrun --num-nodes 2 --resume
   grep -q "HPC_RESUMING=1" "$LOG"
-  completed_or_torch_exit_abort
+  completed_or_torch_exit_abort "$LOG"
   grep -q "hf: world_size=2 global_step=6 resumed_from=checkpoint-4" "$LOG"
 }
 

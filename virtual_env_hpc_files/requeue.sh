@@ -401,6 +401,20 @@ hpc_after_command() {
   hpc_requeue_now "$rc" "$restarts"
 }
 
+# _hpc_requeue_took RC: scontrol requeue exited RC (not 0), yet Slurm did requeue the job:
+# the requeue ends the batch step at once, and scontrol, still in it, can die of that
+# SIGTERM before it returns (CI, 24.11: exit 143, and the run never resumed). The job's
+# restart count is one up then; when Slurm does not say, a SIGTERM counts as the requeue.
+_hpc_requeue_took() {
+  local state when restarts
+  hpc_job_state_to state when restarts
+  if [[ -n $restarts ]]; then
+    ((restarts > HPC_RESTART_COUNT))
+  else
+    (($1 == 128 + 15))
+  fi
+}
+
 # hpc_requeue_now RC RESTARTS: results back (the exit hooks), then scontrol requeue.
 hpc_requeue_now() {
   local rc=$1 restarts=$2 target
@@ -414,9 +428,11 @@ hpc_requeue_now() {
     hpc_log "requeueing job $target: restart $((restarts + 1)) of at most $HPC_MAX_RESTARTS; nothing in $HPC_CHECKPOINT_DIR to resume from"
   fi
   HPC_REQUEUED=1
-  if ! scontrol requeue "$target"; then
+  local rq=0
+  scontrol requeue "$target" || rq=$?
+  if ((rq)) && ! _hpc_requeue_took "$rq"; then
     HPC_REQUEUED=0
-    hpc_log "ERROR: scontrol requeue $target failed: the job ends here; submit again to resume"
+    hpc_log "ERROR: scontrol requeue $target failed (exit code $rq): the job ends here; submit again to resume"
     return 1
   fi
   # Slurm kills this shell now; until it does, do nothing more.

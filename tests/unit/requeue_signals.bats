@@ -274,6 +274,37 @@ warned_job() {
   [[ $output != *"not requeued"* ]]
 }
 
+@test "scontrol requeue killed by Slurm's own SIGTERM (the requeue it asked for ends the batch step) is a requeue, not a failure: no finished marker" {
+  # CI 24.11: scontrol was still in the batch step when Slurm ended the step for the
+  # requeue; it died of SIGTERM (143), the job logged "scontrol requeue failed" and left
+  # its finished marker, and attempt 2 then ended at once: the run never resumed.
+  local bin=$BATS_TEST_TMPDIR/stub
+  mkdir -p "$bin"
+  cat >"$bin/scontrol" <<'STUB'
+#!/bin/bash
+if [[ ${1:-} == requeue ]]; then
+  echo 1 >"$STUB_DIR/requeued"
+  (sleep 2; kill -KILL "$PPID") >/dev/null 2>&1 & # Slurm's SIGKILL after KillWait
+  kill -TERM "$PPID" "$$"
+  sleep 5
+fi
+exit 0
+STUB
+  cat >"$bin/squeue" <<'STUB'
+#!/bin/bash
+[[ -e $STUB_DIR/requeued ]] && echo "COMPLETING N/A 1" || echo "RUNNING N/A 0"
+STUB
+  printf '#!/bin/bash\necho "slurm 24.11.5"\n' >"$bin/srun"
+  chmod +x "$bin"/*
+  export PATH=$bin:$PATH STUB_DIR=$BATS_TEST_TMPDIR
+  warned_job 'trap "echo saved >\"\$HPC_CHECKPOINT_DIR/ck\"; exit 0" USR1; touch "$READY"; while :; do sleep 0.1; done'
+  echo "$output"
+  [ -e "$BATS_TEST_TMPDIR/requeued" ]
+  [[ $output == *"requeueing job 4242: restart 1 of at most 10"* ]]
+  [[ $output != *"scontrol requeue 4242 failed"* ]]
+  [ ! -e "$scratch_dir/hpc_outputs/jobs/.hpc_finished.4242" ]
+}
+
 @test "a warned program that ignores SIGTERM too is killed: the log says so in the toolkit's words, with no shell noise (Killed, line N:)" {
   export HPC_KILL_AFTER=1
   warned_job 'python3 -c "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); [time.sleep(0.1) for _ in range(600)]"'

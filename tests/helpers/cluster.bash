@@ -229,17 +229,18 @@ hold_preemptible_node() {
   }
 }
 
-# completed_or_torch_exit_abort LOG: the job JOB_ID COMPLETED; or torch 2.13's gloo aborted a
+# completed_or_torch_exit_abort LOG [ID]: the job ID (default JOB_ID) COMPLETED; or torch 2.13's gloo aborted a
 # process at its exit, after its work ("terminate called without an active exception",
 # SIGABRT: 1 to 5 runs in 12 of Accelerate and Transformers programs on CPU with no Slurm and
 # no toolkit at all, tests/helpers/third_party; a 2-node Lightning DDP job under CI's load),
 # and then the job FAILED: the toolkit passed the failure on.
 completed_or_torch_exit_abort() {
+  local id=${2:-$JOB_ID}
   if grep -q "terminate called without an active exception" "$1"; then
     echo "torch's exit abort (gloo), not the toolkit's: the job must have FAILED" >&2
-    [ "$(job_state "$JOB_ID")" = FAILED ]
+    [ "$(job_state "$id")" = FAILED ]
   else
-    [ "$(job_state "$JOB_ID")" = COMPLETED ]
+    [ "$(job_state "$id")" = COMPLETED ]
   fi
 }
 

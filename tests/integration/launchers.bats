@@ -20,7 +20,7 @@ json() {
   submit --exp-name ddp --which-distributed lightning --num-nodes 2 --cpus 1 --time 10
   wait_job "$JOB_ID" 240
   cat "$(job_log "$JOB_ID" ddp)"
-  [ "$(job_state "$JOB_ID")" = COMPLETED ]
+  completed_or_torch_exit_abort "$(job_log "$JOB_ID" ddp)"
   local ck=$SCRATCH/proj/ddp/checkpoints r
   for r in 0 1; do
     [ "$(json "$ck/lightning_rank_$r.json" 'd["global_step"]')" = 20 ]
@@ -36,7 +36,7 @@ json() {
   submit --exp-name tr --which-distributed torchrun --num-nodes 2 --procs-per-node 2 --time 10
   wait_job "$JOB_ID" 240
   cat "$(job_log "$JOB_ID" tr)"
-  [ "$(job_state "$JOB_ID")" = COMPLETED ]
+  completed_or_torch_exit_abort "$(job_log "$JOB_ID" tr)"
   local dir=$SCRATCH/proj/tr/checkpoints/tr r nodes=()
   for r in 0 1 2 3; do
     [ "$(json "$dir/rank_$r.json" 'd["sum"]')" = 10.0 ]
@@ -141,8 +141,8 @@ json() {
   local b=$JOB_ID
   wait_job "$a" 400
   wait_job "$b" 400
-  [ "$(job_state "$a")" = COMPLETED ]
-  [ "$(job_state "$b")" = COMPLETED ]
+  completed_or_torch_exit_abort "$(job_log "$a" twoa)" "$a"
+  completed_or_torch_exit_abort "$(job_log "$b" twob)" "$b"
   local pa pb
   pa=$(json "$SCRATCH/proj/twoa/checkpoints/two/rank_0.json" 'd["env"]["MASTER_PORT"]')
   pb=$(json "$SCRATCH/proj/twob/checkpoints/two/rank_0.json" 'd["env"]["MASTER_PORT"]')

@@ -88,9 +88,12 @@ hpc_runs_check() {
 }
 
 # hpc_runs_check_active: refuse while a submission of the same experiment (the ledger's
-# jobs of J_EXP_NAME) is queued or running: two never share a checkpoint folder.
+# jobs of J_EXP_NAME) is queued or running: two never share a checkpoint folder. A queued
+# job counts only under the experiment's name: a job number the ledger holds can belong to
+# another job now (a cluster whose Slurm started its numbers afresh, two clusters that
+# share $SCRATCH, numbers that wrapped around).
 hpc_runs_check_active() {
-  local ledger=$J_SCRATCH_DIR/hpc_outputs/jobs/submissions.tsv queued id
+  local ledger=$J_SCRATCH_DIR/hpc_outputs/jobs/submissions.tsv queued id name
   local -A mine=()
   local -a f
   [[ -r $ledger ]] && command -v squeue >/dev/null || return 0
@@ -99,9 +102,9 @@ hpc_runs_check_active() {
     mine[${f[1]}]=${f[5]:-${f[1]}}
   done <"$ledger"
   ((${#mine[@]})) || return 0
-  queued=$(squeue -h -o %i -u "${USER:-$(id -un)}" 2>/dev/null) || return 0
-  while read -r id; do
-    [[ -n $id ]] || continue
+  queued=$(squeue -h -o '%i %j' -u "${USER:-$(id -un)}" 2>/dev/null) || return 0
+  while read -r id name; do
+    [[ -n $id && $name == "$J_EXP_NAME" ]] || continue
     id=${id%%_*} # an array's task (123_4, 123_[5-9]): the array's id, as the ledger has it
     [[ -n ${mine[$id]:-} ]] || continue
     die "submission ${mine[$id]} (job $id) of experiment '$J_EXP_NAME' is still queued or running and uses its checkpoint folders ($J_SCRATCH_DIR/$J_EXP_NAME/checkpoints): wait for it to end (hpc status), cancel it (hpc cancel $id), or submit with another --exp-name"

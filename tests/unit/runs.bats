@@ -85,7 +85,7 @@ old_run() {
 
 @test "a submission of an experiment that is still queued or running is refused, naming it; another experiment is not" {
   mkdir -p "$BATS_TEST_TMPDIR/qbin"
-  printf '#!/usr/bin/env bash\nprintf "%%s\\n" "$*" >>"%s/squeue.log"\necho 4242_[1-3]\n' "$BATS_TEST_TMPDIR" \
+  printf '#!/usr/bin/env bash\nprintf "%%s\\n" "$*" >>"%s/squeue.log"\necho "4242_[1-3] e"\n' "$BATS_TEST_TMPDIR" \
     >"$BATS_TEST_TMPDIR/qbin/squeue"
   chmod +x "$BATS_TEST_TMPDIR/qbin/squeue"
   export PATH=$BATS_TEST_TMPDIR/qbin:$PATH
@@ -97,7 +97,20 @@ old_run() {
   [ "$(sbatch_calls)" -eq 1 ]
   run --separate-stderr submitter --exp-name f
   [ "$status" -eq 0 ]
-  grep -qx -- "-h -o %i -u $(id -un)" "$BATS_TEST_TMPDIR/squeue.log"
+  grep -qx -- "-h -o %i %j -u $(id -un)" "$BATS_TEST_TMPDIR/squeue.log"
+}
+
+@test "a job number of the ledger that now names another job (Slurm numbered afresh, another cluster) does not refuse the experiment" {
+  mkdir -p "$BATS_TEST_TMPDIR/qbin"
+  # (the job's number alone when asked for no more)
+  printf '#!/usr/bin/env bash\n[[ $* == *%%j* ]] && echo "4242 someone-elses-job" || echo 4242\n' >"$BATS_TEST_TMPDIR/qbin/squeue"
+  chmod +x "$BATS_TEST_TMPDIR/qbin/squeue"
+  export PATH=$BATS_TEST_TMPDIR/qbin:$PATH
+  run --separate-stderr submitter --exp-name e # the stub's first job id: 4242
+  [ "$status" -eq 0 ]
+  run --separate-stderr submitter --exp-name e --resume
+  [ "$status" -eq 0 ]
+  [ "$(sbatch_calls)" -eq 2 ]
 }
 
 # job LINE [BODY]: a job on one node without Slurm: its own submission id e-1, line 0.

@@ -6,6 +6,7 @@ added at the bottom with one `app.add_typer(...)` line.
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import sys
@@ -291,7 +292,7 @@ def _follow(task: Task, path: Path) -> None:
         now = time.monotonic()
         if now - last_poll >= POLL_S:
             last_poll = now
-            st = query_tasks(job_ids).tasks.get((task.job.job_id, task.index))
+            st = query_tasks(job_ids).state_of(task.job.job_id, task.index)
             done = st is not None and st.state in FINISHED
         if path.exists():
             _refuse_not_regular(path)
@@ -511,6 +512,19 @@ def _failed_logs(group: Group, scratch: Path, packings: _Packings, lines: int) -
             typer.echo(_tail(t.log(scratch), lines), nl=False)
 
 
+def _renamed_jobs() -> dict[str, str]:
+    """This user's queued and running jobs: job number -> name ({} when squeue fails)."""
+    done = run_command(["squeue", "-h", "-u", getpass.getuser(), "-o", "%i|%j"])
+    if isinstance(done, str) or done.returncode != 0:
+        return {}
+    out: dict[str, str] = {}
+    for row in done.stdout.splitlines():
+        job, sep, name = row.partition("|")
+        if sep:
+            out[job.split("_")[0].strip()] = name
+    return out
+
+
 @app.command()
 def cancel(
     target: Annotated[str, typer.Argument(help="JOB, JOB_TASK or EXP (its latest submission).")],
@@ -520,18 +534,44 @@ def cancel(
     """Cancel a submission: all its arrays, its venv job (or one JOB_TASK)."""
     _scratch, groups = _load(scratch_dir)
     group, task_id = _target(target, groups)
-    ids = [task_id] if task_id is not None else group.job_ids
+    # By number and by the name the job was given: a number the ledger holds can belong to
+    # another job now (Slurm numbering afresh, two clusters sharing $SCRATCH), and scancel
+    # with --name leaves a job of another name alone.
+    by_name: dict[str, list[str]] = {}
+    for j in group.jobs:
+        if task_id is None or task_id.split("_")[0] == j.job_id:
+            by_name.setdefault(j.slurm_name, []).append(task_id or j.job_id)
+    others = _renamed_jobs()
+    for name, batch in by_name.items():
+        for i in list(batch):
+            number = i.split("_")[0]
+            other = others.get(number, name)
+            if other != name:
+                warn(f"job {number} is another job now (named {other!r}, not {name!r}): left alone")
+                batch.remove(i)
+    by_name = {name: batch for name, batch in by_name.items() if batch}
+    ids = [i for batch in by_name.values() for i in batch]
+    if not ids:
+        die(
+            f"nothing cancelled: the jobs of submission {group.submission_id} have ended "
+            "(their numbers belong to other jobs now)"
+        )
     what = f"{', '.join(ids)} ({group.exp_name}, {group.num_tasks} task(s))"
     if not yes:
         if not sys.stdin.isatty():
             die(f"not on a terminal: pass --yes to cancel {what}", 2)
         if not typer.confirm(f"Cancel {what}?", default=False, err=True):
             die("nothing cancelled")
-    done = run_command(["scancel", *ids])
-    if isinstance(done, str):
-        die(done)
-    if done.returncode != 0:
-        die(f"scancel failed (exit {done.returncode}): {done.stderr.strip()}")
+    # The venv job last: an array whose dependency was cancelled first, then cancelled
+    # with --name, is recorded as one job, not as its tasks (22.05), and `hpc status`
+    # would show its tasks UNKNOWN.
+    venv_names = {j.slurm_name for j in group.jobs if j.kind == "venv"}
+    for name, batch in sorted(by_name.items(), key=lambda nb: nb[0] in venv_names):
+        done = run_command(["scancel", f"--name={name}", *batch])
+        if isinstance(done, str):
+            die(done)
+        if done.returncode != 0:
+            die(f"scancel failed (exit {done.returncode}): {done.stderr.strip()}")
     typer.echo(f"Cancelled {what}")
 
 

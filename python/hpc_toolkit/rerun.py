@@ -223,9 +223,7 @@ def plan(
     tasks: list[tuple[int, str, str, str]] = []
     for job, index, number in group.tasks():
         slurm_id = job.job_id if index is None else f"{job.job_id}_{index}"
-        st = q.tasks.get((job.job_id, index))
-        # An array job that is still whole in the queue is known by its job id alone.
-        st = st or (q.tasks.get((job.job_id, None)) if index is not None else None)
+        st = q.state_of(job.job_id, index)
         what = "the venv job" if number is None else f"task {number}"
         if st is None:
             unknown.append(f"{what} ({slurm_id})")

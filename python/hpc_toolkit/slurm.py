@@ -69,6 +69,15 @@ class TaskQuery:
     def known_jobs(self) -> set[str]:
         return {job for job, _index in self.tasks}
 
+    def state_of(self, job: str, index: int | None) -> TaskState | None:
+        """Task `index` of `job` (None: a plain job). An array job known by its job id
+        alone (whole in the queue; cancelled before accounting split it into its tasks,
+        as sacct then shows it) gives every task its state."""
+        found = self.tasks.get((job, index))
+        if found is None and index is not None:
+            found = self.tasks.get((job, None))
+        return found
+
 
 def expand_range(spec: str) -> list[int]:
     """The indices an array range names: `0-3%2` is 0..3, `1,3,5-7`, `0-15:4` is 0,4,8,12."""

@@ -51,6 +51,11 @@ class SlurmJob:
     rerun_of: str = ""  # the submission this one reruns (job_submitter.sh --rerun)
 
     @property
+    def slurm_name(self) -> str:
+        """The name job_submitter.sh gave this job in Slurm (its --job-name)."""
+        return f"{self.exp_name}-venv" if self.kind == "venv" else self.exp_name
+
+    @property
     def is_array(self) -> bool:
         # A split array's last part may hold one task: still an array (`%a` in its log).
         return self.num_tasks > 1 or "%a" in self.log

@@ -70,6 +70,6 @@ def resolve(target: str, groups: list[Group]) -> tuple[Group, str | None]:
 
 def tasks_of(group: Group, query: TaskQuery) -> list[Task]:
     return [
-        Task(job, index, number, query.tasks.get((job.job_id, index)))
+        Task(job, index, number, query.state_of(job.job_id, index))
         for job, index, number in group.tasks()
     ]

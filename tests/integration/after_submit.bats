@@ -132,6 +132,29 @@ print(f"{100 * s / (int(el) * int(n)):.0f}%")')
   [[ ${lines[1]} == *"CANCELLED 3" ]]
 }
 
+@test "a job number of the ledger that is another job now (Slurm numbered afresh): cancel leaves it alone, and the experiment is not refused as running" {
+  # The ledger says job N was a submission of 'old'; this user's job N now is another job
+  # (a cluster whose Slurm numbered its jobs afresh, or two clusters sharing $SCRATCH).
+  local other ledger=$SCRATCH/proj/hpc_outputs/jobs/submissions.tsv
+  other=$(sbatch --parsable -J unrelated --time 5 --output=/dev/null --wrap 'sleep 300')
+  researcher mkdir -p "${ledger%/*}"
+  # shellcheck disable=SC2016 # the inner shell's arguments
+  researcher bash -c 'printf "%s\t%s\told\t1\t%s\told-1\tjob\t0\t%s\n" 2026-11-01T00:00:00+0000 "$1" "$2" "$3" >>"$4"' \
+    _ "$other" "${ledger%/*}/old-1.sbatch" "$SCRATCH/proj/hpc_outputs/old-%j.out" "$ledger"
+  run --separate-stderr hpc cancel old --yes
+  echo "$output $stderr"
+  [ "$status" -eq 1 ]
+  [[ $stderr == *"job $other is another job now (named 'unrelated', not 'old'): left alone"* ]]
+  [[ $stderr == *"nothing cancelled: the jobs of submission old-1 have ended"* ]]
+  [ -n "$(squeue -h -j "$other" -o %i)" ]
+  printf 'echo new\n' >"$PROJECT/experiment_configurations.txt"
+  submit --exp-name old --time 5
+  wait_job "$JOB_ID" 120
+  [ "$(job_state "$JOB_ID")" = COMPLETED ]
+  [ -n "$(squeue -h -j "$other" -o %i)" ]
+  scancel "$other"
+}
+
 @test "status, logs and cancel name what to do for an unknown job or experiment" {
   run --separate-stderr hpc logs 999999
   [ "$status" -eq 1 ]

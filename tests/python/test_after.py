@@ -76,18 +76,50 @@ def test_follow_needs_one_task(runner: CliRunner, scratch: Path) -> None:
     assert "has 3 tasks: name one as JOB_TASK" in result.stderr
 
 
+def _scancel_log(stub: Stub) -> Path:
+    """A scancel that appends each call's argv, one call per line, to the returned file."""
+    path = stub("scancel")
+    path.write_text('#!/bin/sh\necho "$*" >> "$0.calls"\n')
+    return Path(f"{path}.calls")
+
+
 def test_cancel_needs_yes_off_a_terminal(runner: CliRunner, stub: Stub, scratch: Path) -> None:
-    scancel = stub("scancel")
+    calls = _scancel_log(stub)
     result = runner.invoke(app, ["cancel", "503", "--scratch-dir", str(scratch)])
     assert result.exit_code == 2
     assert "not on a terminal: pass --yes to cancel 501, 502, 503" in result.stderr
-    assert not Path(f"{scancel}.args").exists()
+    assert not calls.exists()
     result = runner.invoke(app, ["cancel", "sp", "--yes", "--scratch-dir", str(scratch)])
     assert result.exit_code == 0
-    assert Path(f"{scancel}.args").read_text().split() == ["501", "502", "503"]
+    # Each job by its number and the name it was given: the arrays, then the venv job.
+    assert calls.read_text().splitlines() == ["--name=sp 502 503", "--name=sp-venv 501"]
+    calls.unlink()
     one = runner.invoke(app, ["cancel", "502_1", "-y", "--scratch-dir", str(scratch)])
     assert one.exit_code == 0
-    assert Path(f"{scancel}.args").read_text().split() == ["502_1"]
+    assert calls.read_text().splitlines() == ["--name=sp 502_1"]
+
+
+def test_cancel_leaves_alone_a_job_whose_number_is_another_jobs_now(
+    runner: CliRunner, stub: Stub, scratch: Path
+) -> None:
+    """Slurm numbered its jobs afresh (or another cluster shares $SCRATCH): job 501 of the
+    ledger is now someone else's job of this user, under another name."""
+    calls = _scancel_log(stub)
+    stub("squeue", "501|train-other\n502_[0-1]|sp\n")
+    result = runner.invoke(app, ["cancel", "sp", "--yes", "--scratch-dir", str(scratch)])
+    assert result.exit_code == 0
+    assert (
+        "job 501 is another job now (named 'train-other', not 'sp-venv'): left alone"
+        in result.stderr
+    )
+    assert calls.read_text().splitlines() == ["--name=sp 502 503"]
+    assert result.stdout == "Cancelled 502, 503 (sp, 3 task(s))\n"
+    stub("squeue", "501|a\n502|b\n503|c\n")
+    calls.unlink()
+    result = runner.invoke(app, ["cancel", "sp", "--yes", "--scratch-dir", str(scratch)])
+    assert result.exit_code == 1
+    assert "nothing cancelled: the jobs of submission sp-1 have ended" in result.stderr
+    assert not calls.exists()
 
 
 def test_cancel_reports_scancel_failure(runner: CliRunner, stub: Stub, scratch: Path) -> None:

@@ -94,6 +94,32 @@ def test_status_table(runner: CliRunner, stub: Stub, scratch: Path) -> None:
     assert "submissions.tsv:2: skipped a malformed line" in result.stderr
 
 
+def test_status_array_cancelled_before_accounting_split_it(
+    runner: CliRunner, stub: Stub, scratch: Path
+) -> None:
+    """An array cancelled while it waited, before accounting split it into tasks: sacct
+    knows it by its job id alone (22.05, seen under hpc cancel), and every task has its state."""
+    stub(
+        "sacct",
+        "1001|COMPLETED|0:0|00:10:00|node1\n"
+        "1002|CANCELLED by 1000|0:0|00:00:00|None assigned\n"
+        "1003|RUNNING|0:0|00:01:00|node4\n",
+    )
+    result = runner.invoke(app, ["status", "sweep"])
+    assert result.exit_code == 0, result.stderr
+    assert "CANCELLED 3" in result.stdout and "UNKNOWN" not in result.stdout
+    rows = [
+        line.split()[:3]
+        for line in result.stdout.splitlines()
+        if line.split()[:1] in (["0"], ["1"], ["2"])
+    ]
+    assert rows == [
+        ["0", "1002_0", "CANCELLED"],
+        ["1", "1002_1", "CANCELLED"],
+        ["2", "1002_2", "CANCELLED"],
+    ]
+
+
 def _attempts(scratch: Path) -> Path:
     """Submission 1002's batch script naming its commands file, and task 2's attempts."""
     jobs = scratch / "hpc_outputs" / "jobs"

@@ -10,7 +10,12 @@
 # the decision), HPC_BENCH_SLOW_ROUNDS
 # (default "1 2": the slow filesystem's rounds; "1" saves its second, slowest run),
 # HPC_BENCH_RTT_US (default 0: plain sshfs; N: every round trip to the filesystem takes N us
-# more, through tests/bench/delay_line.py, a slower network filesystem).
+# more, through tests/bench/delay_line.py, a slower network filesystem),
+# HPC_BENCH_LOCAL_DISK (default "disk": the node-local copies on this machine's disk, as
+# the test cluster keeps them; "tmpfs": a tmpfs mounted over them for the run, standing for
+# a compute node's NVMe and its large page cache: this VM's disk sustains about 110 MB/s of
+# writes, so a 1.8 GB venv unpacked after others waits for writeback, 8-16 s, where the
+# first one after an idle spell takes 2 s).
 #
 # Shapes: 1 task; 4 tasks on one node (an array pinned to node1); 2 nodes (-d script, one
 # task per node). Each shape runs twice per mode: round 1 on a "cold" node (no node-local
@@ -86,6 +91,9 @@ trap bench_stop EXIT
 
 bench_stop() {
   local name
+  if [[ ${local_disk:-disk} == tmpfs ]] && mountpoint -q "$HPC_LOCAL_CLUSTER_DIR/localvenvs"; then
+    umount "$HPC_LOCAL_CLUSTER_DIR/localvenvs" || umount -l "$HPC_LOCAL_CLUSTER_DIR/localvenvs" || true
+  fi
   for name in bench_startup_1 bench_startup_4 bench_startup_2n bench_pack; do
     scancel -u root -n "$name" 2>/dev/null || true
   done
@@ -196,6 +204,17 @@ rm -rf "$lat"
 export SCRATCH=$MNT/scratch
 cd "$MNT/proj"
 copies=$HPC_LOCAL_CLUSTER_DIR/localvenvs/root
+local_disk=${HPC_BENCH_LOCAL_DISK:-disk}
+case $local_disk in
+  disk) local_what="this machine's disk ($(df -P "$HPC_LOCAL_CLUSTER_DIR" | awk 'NR == 2 { print $1 }'))" ;;
+  tmpfs)
+    rm -rf "${copies:?}"
+    mountpoint -q "$HPC_LOCAL_CLUSTER_DIR/localvenvs" ||
+      mount -t tmpfs -o size=8g,mode=1777 hpc_bench_local "$HPC_LOCAL_CLUSTER_DIR/localvenvs"
+    local_what="a tmpfs (a node's fast local disk: writes at memory speed)"
+    ;;
+  *) echo "startup.sh: HPC_BENCH_LOCAL_DISK is disk or tmpfs, not '$local_disk'" >&2; exit 2 ;;
+esac
 
 # --- the submission's decision: is the venv unchanged? ------------------------------------
 echo 'true' >experiment_configurations.txt
@@ -214,10 +233,14 @@ for _ in 1 2 3 4 5; do decisions+=("$(decide)"); done
 
 # --- the runs -----------------------------------------------------------------------------
 : >"$RESULTS"
+# An earlier run's logs go: a cluster started afresh numbers its jobs from 1 again, and a
+# job's log must not be taken for an older job's of the same number.
+rm -f "$SCRATCH"/proj/hpc_outputs/bench_startup_*.out
 {
   printf '\nslow shared filesystem (sshfs over loopback%s): %s per file; local disk: %s\n' \
     "$( ((rtt == 0)) || echo ", plus a delay line of $rtt us per round trip")" "$slow_lat" "$local_lat"
   printf '  (Lustre / NFS metadata operations are typically 200-1000 us)\n'
+  printf 'node-local copies (--venv-to-local) on %s\n' "$local_what"
   printf 'first packing of the venv (whole submission): %s ms; %s\n' "$pack_ms" "$(grep -o 'packed in.*' <<<"$pack_out" || echo 'archive reused')"
   printf 'submission decision "is the venv unchanged" (5 dry runs, venv on sshfs): %s ms; median %s ms\n' \
     "${decisions[*]}" "$(median "${decisions[@]}")"
@@ -232,7 +255,8 @@ run() {
   id=$(sed -n 's/^Submitted batch job \([0-9]*\).*/\1/p' <<<"$out" | tail -1)
   while [[ -n $(squeue -h -j "$id" -o %i 2>/dev/null) ]]; do sleep 1; done
   sleep 1
-  for log in "$SCRATCH"/proj/hpc_outputs/*-"$id"*.out; do
+  for log in "$SCRATCH"/proj/hpc_outputs/*-"$id".out "$SCRATCH"/proj/hpc_outputs/*-"$id"_*.out; do
+    [[ -f $log ]] || continue
     local setup
     setup=$(sed -n 's/.*venv: node-local copy ready on [0-9]* node(s) in \([0-9]*\) ms.*/\1/p' "$log" | tail -1)
     grep -h '^STARTUP' "$log" | while read -r _ node task _ total python prefix; do

@@ -562,9 +562,9 @@ def cancel(
             die(f"not on a terminal: pass --yes to cancel {what}", 2)
         if not typer.confirm(f"Cancel {what}?", default=False, err=True):
             die("nothing cancelled")
-    # The venv job last: an array whose dependency was cancelled first, then cancelled
-    # with --name, is recorded as one job, not as its tasks (22.05), and `hpc status`
-    # would show its tasks UNKNOWN.
+    # The arrays first, then the venv job they wait for: with the venv job cancelled first,
+    # 22.05 recorded a waiting array as one job, not as its tasks (it also does so, now and
+    # then, for an array cancelled just after its submission: TaskQuery.state_of copes).
     venv_names = {j.slurm_name for j in group.jobs if j.kind == "venv"}
     for name, batch in sorted(by_name.items(), key=lambda nb: nb[0] in venv_names):
         done = run_command(["scancel", f"--name={name}", *batch])

@@ -284,7 +284,9 @@ warned_job() {
 #!/bin/bash
 if [[ ${1:-} == requeue ]]; then
   echo 1 >"$STUB_DIR/requeued"
-  (sleep 2; kill -KILL "$PPID") >/dev/null 2>&1 & # Slurm's SIGKILL after KillWait
+  # Slurm's SIGKILL after KillWait, to every process of the step (the job's `sleep 300`
+  # too: left alive, it would hold the test's output open for 300 s).
+  (sleep 2; pkill -KILL -P "$PPID"; kill -KILL "$PPID") >/dev/null 2>&1 &
   kill -TERM "$PPID" "$$"
   sleep 5
 fi

@@ -117,13 +117,16 @@ _hpc_start_keepers() {
 }
 
 # _hpc_stop_keepers: SIGINT to the keeper step (SIGTERM would make slurmstepd log the step
-# as cancelled); wait until its tasks removed their folders.
+# as cancelled); wait until its tasks removed their folders. The signal goes again every
+# 3 s while they run (a keeper takes it twice harmlessly): CI on 26.05 once saw two jobs'
+# keepers run on for 120 s after it, one node's folder left behind.
 _hpc_stop_keepers() {
   local waited=0 limit=$((HPC_KEEPER_TIMEOUT * 10))
   [[ -n $HPC_KEEPER_PID ]] || return 0
-  [[ ! $HPC_KEEPER_STEP =~ ^[0-9]+$ ]] ||
-    scancel --signal=INT "${SLURM_JOB_ID:?}.$HPC_KEEPER_STEP" 2>/dev/null || true
   while kill -0 "$HPC_KEEPER_PID" 2>/dev/null && ((waited++ < limit)); do
+    if ((waited % 30 == 1)) && [[ $HPC_KEEPER_STEP =~ ^[0-9]+$ ]]; then
+      scancel --signal=INT "${SLURM_JOB_ID:?}.$HPC_KEEPER_STEP" 2>/dev/null || true
+    fi
     sleep 0.1
   done
   exec {HPC_KEEPER_FD}<&-

@@ -537,19 +537,17 @@ def cancel(
     # By number and by the name the job was given: a number the ledger holds can belong to
     # another job now (Slurm numbering afresh, two clusters sharing $SCRATCH), and scancel
     # with --name leaves a job of another name alone.
+    others = _renamed_jobs()
     by_name: dict[str, list[str]] = {}
     for j in group.jobs:
-        if task_id is None or task_id.split("_")[0] == j.job_id:
-            by_name.setdefault(j.slurm_name, []).append(task_id or j.job_id)
-    others = _renamed_jobs()
-    for name, batch in by_name.items():
-        for i in list(batch):
-            number = i.split("_")[0]
-            other = others.get(number, name)
-            if other != name:
-                warn(f"job {number} is another job now (named {other!r}, not {name!r}): left alone")
-                batch.remove(i)
-    by_name = {name: batch for name, batch in by_name.items() if batch}
+        if task_id is not None and task_id.split("_")[0] != j.job_id:
+            continue
+        name = j.slurm_name
+        other = others.get(j.job_id, name)
+        if other != name:
+            warn(f"job {j.job_id} is another job now (named {other!r}, not {name!r}): left alone")
+            continue
+        by_name.setdefault(name, []).append(task_id or j.job_id)
     ids = [i for batch in by_name.values() for i in batch]
     if not ids:
         die(

@@ -83,12 +83,16 @@ old_run() {
   [[ $stderr == *"--resume and --fresh exclude each other"* ]]
 }
 
-@test "a submission of an experiment that is still queued or running is refused, naming it; another experiment is not" {
+# squeue_stub BODY: an squeue on PATH that runs the bash BODY.
+squeue_stub() {
   mkdir -p "$BATS_TEST_TMPDIR/qbin"
-  printf '#!/usr/bin/env bash\nprintf "%%s\\n" "$*" >>"%s/squeue.log"\necho "4242_[1-3] e"\n' "$BATS_TEST_TMPDIR" \
-    >"$BATS_TEST_TMPDIR/qbin/squeue"
+  printf '#!/usr/bin/env bash\n%s\n' "$1" >"$BATS_TEST_TMPDIR/qbin/squeue"
   chmod +x "$BATS_TEST_TMPDIR/qbin/squeue"
   export PATH=$BATS_TEST_TMPDIR/qbin:$PATH
+}
+
+@test "a submission of an experiment that is still queued or running is refused, naming it; another experiment is not" {
+  squeue_stub "printf '%s\\n' \"\$*\" >>'$BATS_TEST_TMPDIR/squeue.log'; echo '4242_[1-3] e'"
   run --separate-stderr submitter --exp-name e # the stub's first job id: 4242
   [ "$status" -eq 0 ]
   run --separate-stderr submitter --exp-name e --resume
@@ -101,11 +105,8 @@ old_run() {
 }
 
 @test "a job number of the ledger that now names another job (Slurm numbered afresh, another cluster) does not refuse the experiment" {
-  mkdir -p "$BATS_TEST_TMPDIR/qbin"
   # (the job's number alone when asked for no more)
-  printf '#!/usr/bin/env bash\n[[ $* == *%%j* ]] && echo "4242 someone-elses-job" || echo 4242\n' >"$BATS_TEST_TMPDIR/qbin/squeue"
-  chmod +x "$BATS_TEST_TMPDIR/qbin/squeue"
-  export PATH=$BATS_TEST_TMPDIR/qbin:$PATH
+  squeue_stub '[[ $* == *%j* ]] && echo "4242 someone-elses-job" || echo 4242'
   run --separate-stderr submitter --exp-name e # the stub's first job id: 4242
   [ "$status" -eq 0 ]
   run --separate-stderr submitter --exp-name e --resume
@@ -172,10 +173,7 @@ job() {
 }
 
 @test "nothing queued (squeue answers nothing): the experiment's next submission goes in" {
-  mkdir -p "$BATS_TEST_TMPDIR/qbin"
-  printf '#!/usr/bin/env bash\nexit 0\n' >"$BATS_TEST_TMPDIR/qbin/squeue"
-  chmod +x "$BATS_TEST_TMPDIR/qbin/squeue"
-  export PATH=$BATS_TEST_TMPDIR/qbin:$PATH
+  squeue_stub 'exit 0'
   run --separate-stderr submitter --exp-name e
   [ "$status" -eq 0 ]
   run --separate-stderr submitter --exp-name e

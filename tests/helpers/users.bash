@@ -6,8 +6,11 @@
 
 HPC_TEST_USER=${HPC_TEST_USER:-hpcalice}
 HPC_OTHER_USER=${HPC_OTHER_USER:-hpcbob}
-# runuser by path: a test may narrow PATH to one without /usr/sbin (no_sbatch_on_path).
+# runuser and useradd by path: a test may narrow PATH to one without /usr/sbin
+# (no_sbatch_on_path, use_sbatch_stub), and the first test to need the users may be such a
+# test on a machine where they do not exist yet.
 HPC_RUNUSER=$(PATH=/usr/sbin:/sbin:/usr/bin:/bin command -v runuser) || HPC_RUNUSER=runuser
+HPC_USERADD=$(PATH=/usr/sbin:/sbin:/usr/bin:/bin command -v useradd) || HPC_USERADD=useradd
 
 # ensure_test_users: both users exist, each with a home it owns (created once; a lock keeps
 # suites run side by side from racing useradd).
@@ -15,7 +18,7 @@ ensure_test_users() {
   local user
   for user in "$HPC_TEST_USER" "$HPC_OTHER_USER"; do
     id -u "$user" >/dev/null 2>&1 && continue
-    flock /etc/.hpc_test_users.lock useradd -m -s /bin/bash "$user" 2>/dev/null ||
+    PATH=/usr/sbin:/sbin:/usr/bin:/bin flock /etc/.hpc_test_users.lock "$HPC_USERADD" -m -s /bin/bash "$user" 2>/dev/null ||
       id -u "$user" >/dev/null 2>&1 || {
       echo "could not create the test user $user (useradd failed; run the tests as root)" >&2
       return 1

@@ -44,6 +44,7 @@ from hpc_toolkit.submissions import (
     read_submissions,
 )
 from hpc_toolkit.tracking import TargetError, Task, resolve, tasks_of
+from hpc_toolkit.why import JOB_ID, WhyError, explain_job
 
 app = command_app("hpc", "Helpers for jobs submitted with hpc_files/job_submitter.sh.")
 POLL_S = 5.0  # polling etiquette: Slurm is asked at most once per POLL_S seconds
@@ -571,6 +572,28 @@ def cancel(
         if done.returncode != 0:
             die(f"scancel failed (exit {done.returncode}): {done.stderr.strip()}")
     typer.echo(f"Cancelled {what}")
+
+
+@app.command()
+def why(
+    target: Annotated[str, typer.Argument(help="JOB, JOB_TASK, or EXP (its latest submission).")],
+    scratch_dir: ScratchOpt = None,
+) -> None:
+    """Why a job waits, in words, and what to change (from scontrol show job)."""
+    ids = [target]
+    if not JOB_ID.match(target):
+        _scratch, groups = _load(scratch_dir)
+        group, _task = _target(target, groups)
+        ids = group.job_ids
+    failed = False
+    for job_id in ids:
+        try:
+            typer.echo("\n".join(explain_job(job_id)))
+        except WhyError as exc:
+            warn(str(exc))
+            failed = True
+    if failed:
+        raise typer.Exit(1)
 
 
 @app.command()

@@ -5,7 +5,7 @@
 # was ignored when it started, so a program must never inherit an ignored SIGUSR1: this
 # file is the one place that decides how the toolkit starts a user's command.
 #
-#   run_line.sh LINE                  bash -c LINE
+#   run_line.sh LINE                  bash -o pipefail -c LINE (bash -c LINE when HPC_PIPEFAIL=no)
 #   run_line.sh -- COMMAND [ARGS...]  COMMAND as given (a launcher's own command)
 #
 # It execs: the program gets this process's pid. Until then it survives the signals by
@@ -16,8 +16,9 @@
 # packed job starts one per line).
 
 # hpc_run_line_argv_to ARRAY LINE | ARRAY -- COMMAND [ARGS...]: the command line that
-# starts LINE (bash -c LINE) or COMMAND: inside the container when the job has one
-# (container.sh), through `env --default-signal` where this node's env has it (asked
+# starts LINE (bash -o pipefail -c LINE: `python x.py | tee out` fails when python does;
+# bash -c LINE with HPC_PIPEFAIL=no, from --no-pipefail) or COMMAND: inside the container
+# when the job has one (container.sh), through `env --default-signal` where this node's env has it (asked
 # once per job: HPC_ENV_DEFAULT_SIGNAL, job_lib.sh). The caller execs it, having caught
 # (not ignored) the signals until then.
 hpc_run_line_argv_to() {
@@ -26,8 +27,10 @@ hpc_run_line_argv_to() {
   shift
   if [[ ${1:-} == -- ]]; then
     _argv=("${@:2}")
-  else
+  elif [[ ${HPC_PIPEFAIL:-yes} == no ]]; then
     _argv=(bash -c "$1")
+  else
+    _argv=(bash -o pipefail -c "$1")
   fi
   if [[ -n ${HPC_CONTAINER:-} ]]; then
     # shellcheck source=singularity_hpc_files/container.sh

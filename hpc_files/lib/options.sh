@@ -71,6 +71,7 @@ hpc_submit_options() {
   hpc_option - --signal-grace value SECONDS OPT_SIGNAL_GRACE 'profile (120; at most half the wall time unless given)' 'warn the job (SIGUSR1) this long before its wall time, so it can checkpoint before it is requeued'
   hpc_option - --max-restarts value N OPT_MAX_RESTARTS 'profile (10)' 'requeue at most N times'
   hpc_option - --no-requeue flag '' OPT_NO_REQUEUE '' 'never requeue: the job just ends at its wall time'
+  hpc_option - --no-pipefail flag '' OPT_NO_PIPEFAIL '' "run each line with bash's default: a pipeline's status is its last command's (without it, python x.py | tee out fails when python fails)"
   hpc_option - --resume flag '' OPT_RESUME '' "continue the checkpoints another run left in the experiment's folder (without it, such a submission is refused)"
   hpc_option - --fresh flag '' OPT_FRESH '' "start over: another run's checkpoints in the experiment's folder are kept aside in <exp>/old_checkpoints/ first"
   hpc_option -n --dry-run flag '' OPT_DRY_RUN '' 'print the batch script(s), the commands and the exact sbatch command line; write and submit nothing'

@@ -19,6 +19,7 @@
 #                        (one table: HPC_LAUNCHER_TABLE, resources.sh)
 #   J_SIGNAL_GRACE J_MAX_RESTARTS J_REQUEUE J_REQUEUE_MARGIN J_REQUEUE_ON_TERM
 #   J_LIGHTNING_HOOK      requeue (requeue.sh, launchers.sh on the job side)
+#   J_PIPEFAIL            yes | no (--no-pipefail): how a line runs (run_line.sh)
 #   J_VENV_TO_LOCAL J_VENV_LOCAL_*                             --venv-to-local (venv_local.sh)
 #   J_VENV J_MODULES J_CONTAINER J_CONTAINER_TO_LOCAL J_PROVIDES_TMPDIR J_LOCAL_SCRATCH
 #   J_DATA_* J_RESULTS_FOLDER J_SYNC_EVERY_S J_WANDB_KEY_FILE J_GIT_COMMIT J_SLURM_VERSION
@@ -83,6 +84,8 @@ hpc_plan_settle_job_side() {
   J_PREEMPT_WATCH=${HPC_PREEMPT_WATCH:-yes}
   ((OPT_LOCAL == 0)) || J_PREEMPT_WATCH=no # nothing to watch without Slurm
   J_LIGHTNING_HOOK=${HPC_LIGHTNING_HOOK:-yes}
+  J_PIPEFAIL=yes # each line runs as bash -o pipefail -c LINE (run_line.sh)
+  ((${OPT_NO_PIPEFAIL:-0} == 0)) || J_PIPEFAIL=no
   J_KEEPER_TIMEOUT=${HPC_KEEPER_TIMEOUT:-120}
   J_RESULTS_BWLIMIT=${HPC_RESULTS_BWLIMIT:-}
   [[ -z $J_RESULTS_BWLIMIT ]] || is_count "$J_RESULTS_BWLIMIT" ||
@@ -342,6 +345,7 @@ hpc_plan_exports() {
   _export HPC_REQUEUE_ON_TERM "$J_REQUEUE_ON_TERM"
   _export HPC_KILL_AFTER "$J_KILL_AFTER"
   _export HPC_PREEMPT_WATCH "$J_PREEMPT_WATCH"
+  [[ ${J_PIPEFAIL:-yes} == yes ]] || _export HPC_PIPEFAIL no # --no-pipefail (run_line.sh)
   [[ ! $J_LAUNCHER =~ ^(lightning|script|torchrun)$ ]] || _export HPC_LIGHTNING_HOOK "$J_LIGHTNING_HOOK"
   _export HPC_VENV "$J_VENV"
   # --venv-to-local (venv_local.sh): the archive the job unpacks on every node; absent when not used.
@@ -481,7 +485,8 @@ _plan_script() {
   else
     _directive no-requeue
   fi
-  local extra
+  local extra pipefail_note="# Each runs as bash -o pipefail -c LINE: a failing command of a pipeline fails the line."
+  [[ ${J_PIPEFAIL:-yes} == yes ]] || pipefail_note="# Each runs as bash -c LINE (--no-pipefail): a pipeline's status is its last command's."
   for extra in "${J_SBATCH_OPTIONS[@]}"; do
     extra=${extra#--}
     if [[ $extra == *=* ]]; then
@@ -495,6 +500,7 @@ _plan_script() {
 # Made by hpc_files/job_submitter.sh (cluster profile: $HPC_PROFILE_NAME). Everything the
 # job needs is here; to run it again by hand: sbatch $q_script
 # The commands are the lines of \$HPC_COMMANDS_FILE, as they run; array task i runs line i+1.
+$pipefail_note
 
 EOF
   hpc_plan_exports "$1" "$script"

@@ -199,3 +199,26 @@ for r in rows:
   grep -q "hf: world_size=2 global_step=120 resumed_from=checkpoint-$step$" "$LOG"
   [ -d "$SCRATCH/proj/hfw/checkpoints/checkpoint-$step" ]
 }
+
+@test "pipefail: python x.py | tee ... && echo done, whose program exits 3, is FAILED 3 and --rerun runs it again; a ; list keeps bash's rule" {
+  printf '%s\n' 'import os, sys' 'print("step 1", flush=True)' \
+    'sys.exit(0 if os.path.exists(os.environ["SCRATCH"] + "/fixed") else 3)' >"$PROJECT/pipe_fail.py"
+  printf '%s\n' 'python pipe_fail.py | tee $HPC_RESULTS_DIR/out.txt && echo "line done"' \
+    'echo start; false; echo after' >"$PROJECT/experiment_configurations.txt"
+  submit --exp-name pipe --time 5
+  local first=$JOB_ID
+  wait_job "$first" 180
+  job_states "$first"
+  [ "$(job_states "$first" | grep "^${first}_0|")" = "${first}_0|FAILED|3:0" ]
+  [ "$(job_states "$first" | grep "^${first}_1|")" = "${first}_1|COMPLETED|0:0" ]
+  LOG=$(job_log "$first" pipe 0)
+  cat "$LOG"
+  grep -q "^step 1" "$LOG"
+  ! grep -q "^line done" "$LOG" || false
+  touch "$SCRATCH/fixed"
+  submit --rerun "$first"
+  [[ $output == *"task 0 (line 1): FAILED"* ]]
+  wait_job "$JOB_ID" 180 1
+  [ "$(job_states "$JOB_ID")" = "${JOB_ID}_0|COMPLETED|0:0" ]
+  grep -q "^step 1" "$SCRATCH/proj/pipe/results/task_0/out.txt"
+}

@@ -1,7 +1,8 @@
 """A Dask computation on the job's Dask cluster (the `dask` launcher of hpc_files).
 
 hpc_files starts a scheduler on the first node and one worker per node, then runs this
-once with DASK_SCHEDULER_FILE set. Writes dask_result.json to $HPC_CHECKPOINT_DIR.
+once with DASK_SCHEDULER_FILE and DASK_SCHEDULER_ADDRESS set (a plain Client() would
+do too). Writes dask_result.json to $HPC_CHECKPOINT_DIR.
 """
 
 from __future__ import annotations

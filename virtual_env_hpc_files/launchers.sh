@@ -149,7 +149,8 @@ hpc_launch_torchrun() {
 }
 
 # dask: a scheduler here (first node), one worker per node (threads = CPUs), then the
-# command once with DASK_SCHEDULER_FILE; scheduler and workers stop when it ends.
+# command once with DASK_SCHEDULER_FILE and DASK_SCHEDULER_ADDRESS (what Client() with no
+# arguments reads); scheduler and workers stop when it ends.
 hpc_launch_dask() {
   hpc_distributed_env
   local ctr # scheduler, workers and command in the container with --singularity-container
@@ -174,8 +175,14 @@ c = Client(scheduler_file=sys.argv[1], timeout=120); c.wait_for_workers(int(sys.
     kill "$workers_pid" "$sched_pid" 2>/dev/null
     hpc_fail "the Dask cluster did not come up with $HPC_NUM_NODES workers: see $dir/*-${SLURM_JOB_ID:-0}.log"
   fi
-  hpc_log "dask: scheduler and $HPC_NUM_NODES worker(s) ready, DASK_SCHEDULER_FILE=$file"
-  export DASK_SCHEDULER_FILE=$file
+  # Client() with no address (laptop code) reads DASK_SCHEDULER_ADDRESS (dask's config
+  # scheduler-address): without it, it starts a LocalCluster on this node alone.
+  local address="" text
+  text=$(<"$file")
+  [[ $text =~ \"address\":\ *\"([^\"]+)\" ]] && address=${BASH_REMATCH[1]}
+  [[ -n $address ]] || hpc_fail "the Dask scheduler file $file names no address: see $dir/scheduler-${SLURM_JOB_ID:-0}.log"
+  hpc_log "dask: scheduler and $HPC_NUM_NODES worker(s) ready, DASK_SCHEDULER_FILE=$file DASK_SCHEDULER_ADDRESS=$address (Client() with no arguments connects to them)"
+  export DASK_SCHEDULER_FILE=$file DASK_SCHEDULER_ADDRESS=$address
   hpc_spawn_command "$HPC_COMMAND"
   cmd_pid=$HPC_CHILD_PID
   # Whichever ends first: the command (normal), or the workers (a node failed). A trapped

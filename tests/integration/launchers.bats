@@ -83,14 +83,27 @@ json() {
   [ "$(json "$dir/rank_2.json" 'd["node"]')" != "$node0" ]
 }
 
-@test "dask: a computation uses the workers of both nodes, then the cluster stops" {
-  printf 'python examples/dask_compute.py\n' >"$PROJECT/experiment_configurations.txt"
+@test "dask: a computation uses the workers of both nodes, then the cluster stops; laptop code's Client() too" {
+  # Laptop code: Client() with no address (DASK_SCHEDULER_ADDRESS); without it, a
+  # LocalCluster on the first node alone, and the job's workers idle.
+  printf '%s\n' 'import json, os, socket' 'from distributed import Client' \
+    'def where(x): return os.environ.get("SLURMD_NODENAME", socket.gethostname())' \
+    'client = Client()' \
+    'nodes = sorted(set(client.gather(client.map(where, range(200), pure=False))))' \
+    'record = {"nodes": nodes, "workers": len(client.scheduler_info()["workers"])}' \
+    'open(os.path.join(os.environ["HPC_CHECKPOINT_DIR"], "laptop.json"), "w").write(json.dumps(record))' \
+    >"$PROJECT/dask_laptop.py"
+  printf 'python examples/dask_compute.py && python dask_laptop.py\n' >"$PROJECT/experiment_configurations.txt"
   submit --exp-name dk --which-distributed dask --num-nodes 2 --cpus 2 --time 10
   wait_job "$JOB_ID" 240
   cat "$(job_log "$JOB_ID" dk)"
   [ "$(job_state "$JOB_ID")" = COMPLETED ]
   local f=$SCRATCH/proj/dk/checkpoints/dask_result.json
   [ "$(json "$f" 'd["total"] == d["expected"]')" = True ]
+  [ "$(json "$f" 'len(d["nodes"])')" = 2 ]
+  [ "$(json "$f" 'd["workers"]')" = 2 ]
+  f=$SCRATCH/proj/dk/checkpoints/laptop.json
+  cat "$f"
   [ "$(json "$f" 'len(d["nodes"])')" = 2 ]
   [ "$(json "$f" 'd["workers"]')" = 2 ]
   # The scheduler and the workers ran, and stopped with the command.

@@ -12,12 +12,14 @@ import os
 import sys
 import time
 from collections import Counter
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from hpc_toolkit import __version__
+from hpc_toolkit import doctor as doc
 from hpc_toolkit.attempts import Attempt, attempts_dir, attempts_summary, read_attempts
 from hpc_toolkit.console import ScratchOpt, command_app, die, render_table, warn
 from hpc_toolkit.jobenv import JobEnv, JobEnvError
@@ -37,6 +39,7 @@ from hpc_toolkit.submissions import (
     Group,
     LocateError,
     SlurmJob,
+    find_project_root,
     find_scratch_dir,
     group_submissions,
     ledger_path,
@@ -594,6 +597,58 @@ def why(
             failed = True
     if failed:
         raise typer.Exit(1)
+
+
+@app.command()
+def doctor(
+    probe: Annotated[
+        bool, typer.Option("--probe", help="Run a tiny job to see whether jobs get SLURM_TMPDIR.")
+    ] = False,
+    partition: Annotated[
+        str | None, typer.Option("--partition", "-p", help="The probe job's partition.")
+    ] = None,
+    account: Annotated[
+        str | None, typer.Option("--account", "-A", help="The probe job's account.")
+    ] = None,
+    write: Annotated[
+        str | None,
+        typer.Option(
+            "--write", metavar="NAME", help="Write the profile to hpc_files/clusters/NAME.conf."
+        ),
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="--write replaces one there.")] = False,
+) -> None:
+    """Describe this cluster in one screen (run on a login node) and suggest a profile."""
+    target: Path | None = None
+    if write is not None:
+        root = find_project_root(Path.cwd())
+        if root is None:
+            die(f"--write: no hpc_files/ in {Path.cwd()} or above: run it in your project", 2)
+        try:
+            target = doc.profile_path(root / "hpc_files" / "clusters", write)
+        except ValueError as exc:
+            die(str(exc), 2)
+        if target.exists() and not force:
+            die(f"{target} exists: pass --force to replace it", 2)
+    try:
+        facts = doc.gather()
+    except RuntimeError as exc:
+        die(str(exc))
+    if probe:
+        found = doc.run_probe(run_command, partition, account)
+        if isinstance(found, str):
+            facts.probe_note = f"not known: {found}"
+        else:
+            facts.probe = found
+    keys = doc.suggest_profile(facts.partitions, facts.probe)
+    typer.echo("\n".join([*doc.report(facts), *doc.show_profile(keys)]))
+    if target is not None:
+        cfg = facts.config
+        text = doc.profile_text(
+            keys, cfg.get("ClusterName", "?"), cfg.get("SLURM_VERSION", "?"), datetime.now()
+        )
+        doc.write_profile(target, text, force)
+        typer.echo(f"Wrote {target}: use it with --cluster {write}")
 
 
 @app.command()

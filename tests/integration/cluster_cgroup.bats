@@ -71,3 +71,9 @@ setup() {
 @test "cgroup: a warned job requeues itself and resumes; its results come back" {
   core_requeue
 }
+
+@test "cgroup: hpc doctor says jobs are confined" {
+  run --separate-stderr hpc doctor
+  [ "$status" -eq 0 ]
+  [[ $output == *"cgroup:         yes (proctrack/cgroup, task/cgroup"* ]]
+}

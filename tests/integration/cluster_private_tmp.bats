@@ -75,3 +75,9 @@ setup() {
 @test "private /tmp: a warned job requeues itself and resumes; its results come back" {
   core_requeue
 }
+
+@test "private /tmp: hpc doctor says each job has its own /tmp" {
+  run --separate-stderr hpc doctor
+  [ "$status" -eq 0 ]
+  [[ $output == *"Private /tmp:   yes (job_container/tmpfs)"* ]]
+}

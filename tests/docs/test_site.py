@@ -88,6 +88,24 @@ def svg_diagrams(browser: cdp.Browser) -> list[dict]:
     ]
 
 
+def test_numbered_steps_stay_one_list(site: Path) -> None:
+    """Each numbered list of a page renders as one <ol> (a list that starts at "1." once in
+    the Markdown): a step's code block indented less than 4 spaces ends the list, and every
+    later step showed "1." again (first-job.md did)."""
+    broken = []
+    for md in sorted((ROOT / "docs").glob("*.md")):
+        html_path = site / md.stem / "index.html"
+        if not html_path.exists():
+            continue
+        lists = len(re.findall(r"^ *1\. ", md.read_text(), re.M))
+        html = html_path.read_text()
+        article = html[html.find("<article") : html.find("</article>")]
+        rendered = len(re.findall(r"<ol[ >]", article))
+        if rendered != lists:
+            broken.append(f"{md.name}: {lists} list(s) in the Markdown, {rendered} <ol> on the page")
+    assert not broken, "indent a step's lines and code blocks by 4 spaces: " + "; ".join(broken)
+
+
 def test_search_index_holds_every_option_of_the_reference(site: Path) -> None:
     index = json.loads((site / "search/search_index.json").read_text())
     reference = " ".join(

@@ -3,17 +3,26 @@
 # medians. Benchmarks print figures; they assert nothing about time (machines are noisy).
 
 BENCH_ROOT=$(cd -- "${BASH_SOURCE[0]%/*}/../.." && pwd -P)
+# The venv the benchmarks' jobs and tools run with: the one tests/setup/install_deps.sh
+# makes (torch CPU, Lightning, submitit, hpc_toolkit), unless HPC_BENCH_VENV says another.
+BENCH_VENV=${HPC_BENCH_VENV:-${HPC_TEST_VENV:-/opt/hpc_files/test-venv}}
 
-# bench_setup NAME: cluster env, SCRATCH and a project with the toolkit in BENCH_PROJECT.
+# bench_setup NAME: cluster env, SCRATCH and a project with the toolkit in BENCH_PROJECT,
+# its .venv a link to BENCH_VENV. The cluster starts as the tests start it (per-node disks),
+# so a running test cluster is reused, not restarted.
 bench_setup() {
-  eval "$(bash "$BENCH_ROOT/tests/cluster/local_cluster.sh" start 2>/dev/null)"
+  [[ -x $BENCH_VENV/bin/python ]] || {
+    echo "benchmark: no venv at $BENCH_VENV: run bash tests/setup/install_deps.sh first (or set HPC_BENCH_VENV)" >&2
+    exit 2
+  }
+  eval "$(HPC_LOCAL_NODE_DISKS=${HPC_LOCAL_NODE_DISKS:-pernode} bash "$BENCH_ROOT/tests/cluster/local_cluster.sh" start 2>/dev/null)"
   BENCH_TMP=$(mktemp -d "/tmp/hpc_bench_$1.XXXXXX")
   export SCRATCH=$BENCH_TMP/scratch
   BENCH_PROJECT=$BENCH_TMP/project
   mkdir -p "$SCRATCH" "$BENCH_PROJECT"
   bash "$BENCH_ROOT/hpc_files/install_into_project.sh" "$BENCH_PROJECT" >/dev/null
   cp -R "$BENCH_ROOT/examples" "$BENCH_PROJECT/"
-  ln -s "$BENCH_ROOT/.venv" "$BENCH_PROJECT/.venv"
+  ln -s "$BENCH_VENV" "$BENCH_PROJECT/.venv"
   trap 'bench_cleanup' EXIT
 }
 

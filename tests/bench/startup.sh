@@ -25,7 +25,7 @@
 # task. Also prints the per-operation latency of the slow filesystem beside the typical
 # Lustre/NFS figure, and the submission's "is the venv unchanged" decision. Asserts nothing.
 # Needs sshfs and openssh-server (apt-get install -y sshfs openssh-server) and a venv with
-# torch and lightning (HPC_BENCH_VENV, default $HPC_TEST_VENV, else /work/main/.venv).
+# torch and lightning (HPC_BENCH_VENV, default $HPC_TEST_VENV, else /opt/hpc_files/test-venv).
 # Caches are warm everywhere (the page cache of this host holds every file): the slow
 # filesystem's cost is its round trips, as on a real cluster whose servers have the files
 # in memory. The test cluster's nodes share one disk: on 2 nodes one node unpacks and the
@@ -34,7 +34,7 @@ set -euo pipefail
 # shellcheck source=tests/bench/common.sh
 source "${BASH_SOURCE[0]%/*}/common.sh"
 
-SRC_VENV=${HPC_BENCH_VENV:-${HPC_TEST_VENV:-/work/main/.venv}}
+SRC_VENV=${HPC_BENCH_VENV:-${HPC_TEST_VENV:-/opt/hpc_files/test-venv}}
 BENCH=${HPC_BENCH_DIR:-/var/tmp/hpc_bench_startup}
 PORT=${HPC_BENCH_SSH_PORT:-$((22022 + ${HPC_LOCAL_CLUSTER_PORT_OFFSET:-0}))}
 REMOTE=$BENCH/remote MNT=$BENCH/shared SSHD=$BENCH/ssh

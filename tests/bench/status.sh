@@ -30,9 +30,9 @@ list=$(IFS=,; echo "${ids[*]}")
 raw=() tool=()
 for ((r = 0; r < repeats; r++)); do
   raw+=("$(time_ms sacct -X -P -n -o JobID,State,ExitCode,Elapsed,NodeList -j "$list")")
-  tool+=("$(time_ms "$BENCH_ROOT/.venv/bin/hpc" status --last 1000 --scratch-dir "$SCRATCH/project")")
+  tool+=("$(time_ms "$BENCH_VENV/bin/hpc" status --last 1000 --scratch-dir "$SCRATCH/project")")
 done
-rows=$("$BENCH_ROOT/.venv/bin/hpc" status --last 1000 --scratch-dir "$SCRATCH/project" | awk '$3 == "PENDING"' | wc -l)
+rows=$("$BENCH_VENV/bin/hpc" status --last 1000 --scratch-dir "$SCRATCH/project" | awk '$3 == "PENDING"' | wc -l)
 scancel -n hpc_bench 2>/dev/null || true
 r=$(median "${raw[@]}") t=$(median "${tool[@]}")
 printf 'hpc status, 1,000 submissions (%d task rows, all PENDING): %s ms (median of %d)\n' "$rows" "$t" "$repeats"

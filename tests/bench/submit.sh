@@ -29,7 +29,7 @@ done
 
 # submitit as a researcher runs it: a Python process that submits (start-up included).
 submitit_one=() submitit_array=()
-if "$BENCH_ROOT/.venv/bin/python" -c 'import submitit' 2>/dev/null; then
+if "$BENCH_VENV/bin/python" -c 'import submitit' 2>/dev/null; then
   cat >"$BENCH_TMP/submitit_bench.py" <<'PY'
 import subprocess, sys, submitit
 ex = submitit.AutoExecutor(folder=sys.argv[1])
@@ -39,8 +39,8 @@ jobs = [ex.submit(print, "x")] if sys.argv[2] == "one" else ex.map_array(print, 
 subprocess.run(["scancel", jobs[0].job_id.split("_")[0]], check=False)
 PY
   for ((i = 0; i < repeats; i++)); do
-    submitit_one+=("$(time_ms "$BENCH_ROOT/.venv/bin/python" "$BENCH_TMP/submitit_bench.py" "$BENCH_TMP/submitit" one)")
-    submitit_array+=("$(time_ms "$BENCH_ROOT/.venv/bin/python" "$BENCH_TMP/submitit_bench.py" "$BENCH_TMP/submitit" array)")
+    submitit_one+=("$(time_ms "$BENCH_VENV/bin/python" "$BENCH_TMP/submitit_bench.py" "$BENCH_TMP/submitit" one)")
+    submitit_array+=("$(time_ms "$BENCH_VENV/bin/python" "$BENCH_TMP/submitit_bench.py" "$BENCH_TMP/submitit" array)")
   done
 fi
 

@@ -5,7 +5,7 @@
 # Usage: bash tests/bench/sweep_submit.sh [REPEATS]     (default 5; medians are reported)
 #
 # Needs a running Slurm cluster (SLURM_CONF set, e.g. eval "$(bash tests/cluster/local_cluster.sh env)")
-# and the test venv (.venv: submitit, PyYAML). Every job it submits is held (--hold) and
+# and the test venv (HPC_BENCH_VENV, else $HPC_TEST_VENV, else /opt/hpc_files/test-venv: submitit, PyYAML). Every job it submits is held (--hold) and
 # cancelled at once: nothing runs. Times are wall-clock times of what a person types (the
 # whole command: interpreter start, imports, files, sbatch). Environment: HPC_BENCH_PROFILE
 # (cluster profile for hpc_files, default local), HPC_BENCH_PARTITION (default: the
@@ -15,7 +15,7 @@ set -euo pipefail
 root=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/../.." && pwd -P)
 repeats=${1:-5}
 profile=${HPC_BENCH_PROFILE:-local}
-venv=$root/.venv
+venv=${HPC_BENCH_VENV:-${HPC_TEST_VENV:-/opt/hpc_files/test-venv}}
 if [[ -z ${SLURM_CONF:-} ]] || ! command -v sbatch >/dev/null; then
   echo "sweep_submit.sh: no Slurm cluster: eval \"\$(bash tests/cluster/local_cluster.sh env)\" first" >&2
   exit 1

@@ -165,7 +165,9 @@ main() {
   # Until the first file is written, every refusal is of the user's input: exit 2.
   HPC_DIE_STATUS=2
   source_dir=${HPC_PROJECT_DIR:-$(cd -- "$HPC_TOOLKIT_DIR/.." && pwd -P)}
-  printf -v stamp '%(%Y%m%d-%H%M%S)T-%s' -1 "$$"
+  # The submission's id is EXP-STAMP: a random part keeps it unique across clusters that
+  # share $SCRATCH and machines whose pids and clocks meet.
+  printf -v stamp '%(%Y%m%d-%H%M%S)T-%s-%04x' -1 "$$" "$((${SRANDOM:-$RANDOM} % 65536))"
   prepare "$source_dir" "$stamp" "$@"
   if ((OPT_HELP)); then
     usage

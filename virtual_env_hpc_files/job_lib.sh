@@ -299,9 +299,13 @@ hpc_slurm_requeue_outlives_attempt() {
 }
 
 # hpc_slurm_finished_file: the marker a finished job leaves beside its logs, so that an
-# attempt started by a stale requeue request ends at once instead of running again.
+# attempt started by a stale requeue request ends at once instead of running again. Named
+# by the submission and the job: Slurm hands job numbers out again (a cluster started
+# afresh, two clusters sharing $SCRATCH), and another submission's job of the same number
+# must not end at its attempt 2 as "already finished".
 hpc_slurm_finished_file() {
-  printf '%s/jobs/.hpc_finished.%s\n' "${HPC_OUTPUT_DIR:-${scratch_dir:-.}/hpc_outputs}" \
+  printf '%s/jobs/.hpc_finished.%s%s\n' "${HPC_OUTPUT_DIR:-${scratch_dir:-.}/hpc_outputs}" \
+    "${HPC_SUBMISSION_ID:+$HPC_SUBMISSION_ID.}" \
     "${SLURM_ARRAY_JOB_ID:+${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}}${SLURM_ARRAY_JOB_ID:-${SLURM_JOB_ID:-none}}"
 }
 

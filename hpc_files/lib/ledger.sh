@@ -4,10 +4,14 @@
 # job, all lines of one submission appended by ONE write (hpc_ledger_append), so two
 # submissions at once never interleave. Fields, in this order:
 #   submitted_at  job_id  exp_name  num_tasks  script  submission_id  kind  task_offset  log
+#   rerun_of  cluster  user
 # kind is job (the experiments) or venv (the --setup-venv job); task_offset is the
 # submission's task number of array index 0 (HPC_TASK_OFFSET of a split array); log is
-# sbatch's --output pattern (%j, %A, %a left as Slurm writes them). The lines of a rerun
-# (--rerun, rerun.sh) have a tenth field, rerun_of: the submission id they rerun.
+# sbatch's --output pattern (%j, %A, %a left as Slurm writes them); rerun_of is the
+# submission id a rerun (--rerun, rerun.sh) reruns, else empty; cluster is slurm.conf's
+# ClusterName (empty when not known). Slurm hands job numbers out again: submitted_at,
+# cluster and the job's name (the experiment's) tell whose a number is (hpc status).
+# Older versions wrote the first 5, 9 or 10 fields.
 
 # hpc_ledger_line_to VAR JOB_ID NUM_TASKS SCRIPT KIND TASK_OFFSET LOG: one line (with \n).
 hpc_ledger_line_to() {
@@ -20,8 +24,22 @@ hpc_ledger_line_to() {
       return 0
     }
   done
-  printf -v _line '%(%Y-%m-%dT%H:%M:%S%z)T\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s%s\n' -1 \
-    "$2" "$J_EXP_NAME" "$3" "$4" "${J_SUBMISSION_ID:-$2}" "$5" "$6" "$7" "${J_RERUN_OF:+$'\t'$J_RERUN_OF}"
+  [[ -n ${HPC_LEDGER_CLUSTER+set} ]] || hpc_ledger_cluster_to HPC_LEDGER_CLUSTER
+  local user=${USER:-}
+  [[ $user =~ ^[A-Za-z0-9_.@-]{1,64}$ ]] || user=""
+  printf -v _line '%(%Y-%m-%dT%H:%M:%S%z)T\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' -1 \
+    "$2" "$J_EXP_NAME" "$3" "$4" "${J_SUBMISSION_ID:-$2}" "$5" "$6" "$7" "${J_RERUN_OF:-}" \
+    "$HPC_LEDGER_CLUSTER" "$user"
+}
+
+# hpc_ledger_cluster_to VAR: this cluster's ClusterName from slurm.conf ($SLURM_CONF, else
+# /etc/slurm/slurm.conf), read as a file (no call to slurmctld); "" when it cannot be told.
+hpc_ledger_cluster_to() {
+  local -n _cluster=$1
+  local line re='^[[:space:]]*[Cc][Ll][Uu][Ss][Tt][Ee][Rr][Nn][Aa][Mm][Ee][[:space:]]*=[[:space:]]*([A-Za-z0-9_.-]{1,64})[[:space:]]*(#.*)?$'
+  _cluster=""
+  line=$(grep -i -m1 '^[[:space:]]*ClusterName[[:space:]]*=' -- "${SLURM_CONF:-/etc/slurm/slurm.conf}" 2>/dev/null) || return 0
+  [[ ! $line =~ $re ]] || _cluster=${BASH_REMATCH[1]}
 }
 
 # hpc_ledger_append TEXT: append the lines of one submission whole: under an exclusive

@@ -234,7 +234,8 @@ _rerun_record() {
 # hpc_rerun STAMP: the whole --rerun path, after the options were parsed.
 hpc_rerun() {
   local plan
-  [[ $OPT_RERUN =~ ^[0-9]{1,18}(_[0-9]{1,9})?$ ]] ||
+  # A job id, or a submission id (a job number Slurm handed out again names its latest).
+  [[ $OPT_RERUN =~ ^[0-9]{1,18}(_[0-9]{1,9})?$ || $OPT_RERUN =~ ^[A-Za-z0-9_][A-Za-z0-9._+-]{0,200}$ ]] ||
     die "--rerun '${OPT_RERUN:0:100}' is not a Slurm job id: give a job id that job_submitter.sh printed (any job of the submission; hpc status lists them)"
   _rerun_plan_to plan
   _rerun_read_plan "$plan"

@@ -24,6 +24,7 @@ from hpc_toolkit.attempts import Attempt, attempts_dir, attempts_summary, read_a
 from hpc_toolkit.console import ScratchOpt, command_app, die, render_table, warn
 from hpc_toolkit.jobenv import JobEnv, JobEnvError
 from hpc_toolkit.packing import Packing, packing_of
+from hpc_toolkit.remote import RemoteOpt, forward
 from hpc_toolkit.rerun import compress
 from hpc_toolkit.slurm import (
     FINISHED,
@@ -45,8 +46,9 @@ from hpc_toolkit.submissions import (
     ledger_path,
     read_script,
     read_submissions,
+    ref_key,
 )
-from hpc_toolkit.tracking import TargetError, Task, resolve, tasks_of
+from hpc_toolkit.tracking import TargetError, Task, query_groups, resolve, tasks_of
 from hpc_toolkit.why import JOB_ID, WhyError, explain_job
 
 app = command_app("hpc", "Helpers for jobs submitted with hpc_files/job_submitter.sh.")
@@ -117,6 +119,7 @@ def status(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print JSON (submissions, tasks, attempts) instead.")
     ] = False,
+    remote: RemoteOpt = None,
 ) -> None:
     """Show submissions and per task: state, exit code, elapsed, node, attempts and log.
 
@@ -124,6 +127,8 @@ def status(
     scontrol show job: one call per source for all the jobs shown. Attempts (each time
     Slurm started the task, and how it ended) come from the job's own record.
     """
+    if remote:
+        forward(remote)
     scratch, groups = _load(scratch_dir)
     chain = _rerun_chain(groups)
     only_task: str | None = None
@@ -138,7 +143,7 @@ def status(
         warn(f"no submissions{which} recorded in {ledger_path(scratch)}")
         return
     ids = [i for g in groups for i in g.job_ids]
-    q = query_tasks(ids)
+    q = query_groups(groups)
     usage = query_usage(ids) if efficiency else {}
     attempts = _Attempts()
     if as_json:
@@ -284,9 +289,10 @@ def _tail(path: Path, lines: int) -> str:
     return out if out.endswith("\n") or not out else out + "\n"
 
 
-def _follow(task: Task, path: Path) -> None:
+def _follow(task: Task, path: Path, group: Group) -> None:
     """Print the log at `path` as it grows; wait for it while pending; stop when the task ends."""
-    job_ids = [task.job.job_id]
+    key = ref_key(task.job)
+    job_ids = {key: group.refs[key]}
     last_poll = 0.0
     done = False
     offset = 0
@@ -296,7 +302,7 @@ def _follow(task: Task, path: Path) -> None:
         now = time.monotonic()
         if now - last_poll >= POLL_S:
             last_poll = now
-            st = query_tasks(job_ids).state_of(task.job.job_id, task.index)
+            st = query_tasks(job_ids).state_of(key, task.index)
             done = st is not None and st.state in FINISHED
         if path.exists():
             _refuse_not_regular(path)
@@ -404,12 +410,15 @@ def logs(
         int, typer.Option("-n", "--lines", min=0, help="Lines of each tail (--failed; 0: all).")
     ] = 30,
     scratch_dir: ScratchOpt = None,
+    remote: RemoteOpt = None,
 ) -> None:
     """Print a job's or array task's log; -f follows it, --failed shows what failed.
 
     A packed job (--pack, --lines-per-job) also wrote one log per line: they follow its
     own log, and --line I shows line I's.
     """
+    if remote:
+        forward(remote, tty=follow and sys.stdin.isatty())
     scratch, groups = _load(scratch_dir)
     group, task_id = _target(target, groups)
     packings = _Packings(scratch)
@@ -434,7 +443,7 @@ def logs(
             )
             return
         if follow:
-            _follow(task, path)
+            _follow(task, path, group)
             return
         if packing is not None and not path.exists():
             warn(
@@ -446,7 +455,7 @@ def logs(
         return
     if follow:
         task = _pick_one(group, task_id, task_no, TaskQuery())
-        _follow(task, task.log(scratch))
+        _follow(task, task.log(scratch), group)
         return
     chosen = (
         [_pick_one(group, task_id, task_no, TaskQuery())]
@@ -488,7 +497,7 @@ def _print_whole(path: Path, task: Task) -> None:
 def _failed_logs(group: Group, scratch: Path, packings: _Packings, lines: int) -> None:
     """The tail of each failed task's log; for a packed job, of its lines that did not
     complete (its own log's tail when none of them has a log)."""
-    q = query_tasks(group.job_ids)
+    q = query_groups([group])
     _say_sources(q)
     bad = [t for t in tasks_of(group, q) if t.failed]
     if not bad:
@@ -516,16 +525,18 @@ def _failed_logs(group: Group, scratch: Path, packings: _Packings, lines: int) -
             typer.echo(_tail(t.log(scratch), lines), nl=False)
 
 
-def _renamed_jobs() -> dict[str, str]:
-    """This user's queued and running jobs: job number -> name ({} when squeue fails)."""
-    done = run_command(["squeue", "-h", "-u", getpass.getuser(), "-o", "%i|%j"])
+def _renamed_jobs() -> dict[str, tuple[str, str]]:
+    """This user's queued and running jobs: job number -> (name, submit time) ({} when
+    squeue fails)."""
+    done = run_command(["squeue", "-h", "-u", getpass.getuser(), "-o", "%i|%j|%V"])
     if isinstance(done, str) or done.returncode != 0:
         return {}
-    out: dict[str, str] = {}
+    out: dict[str, tuple[str, str]] = {}
     for row in done.stdout.splitlines():
-        job, sep, name = row.partition("|")
+        job, sep, rest = row.partition("|")
+        name, _, submitted = rest.rpartition("|") if "|" in rest else (rest, "", "")
         if sep:
-            out[job.split("_")[0].strip()] = name
+            out[job.split("_")[0].strip()] = (name, submitted)
     return out
 
 
@@ -534,8 +545,14 @@ def cancel(
     target: Annotated[str, typer.Argument(help="JOB, JOB_TASK or EXP (its latest submission).")],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
     scratch_dir: ScratchOpt = None,
+    remote: RemoteOpt = None,
 ) -> None:
     """Cancel a submission: all its arrays, its venv job (or one JOB_TASK)."""
+    if remote:
+        asked = f"Cancel {target} on {remote}?"
+        if not yes and not (sys.stdin.isatty() and typer.confirm(asked, err=True)):
+            die(f"nothing cancelled (not on a terminal: --yes cancels {target} on {remote})", 2)
+        forward(remote, extra=["--yes"])
     _scratch, groups = _load(scratch_dir)
     group, task_id = _target(target, groups)
     # By number and by the name the job was given: a number the ledger holds can belong to
@@ -547,9 +564,15 @@ def cancel(
         if task_id is not None and task_id.split("_")[0] != j.job_id:
             continue
         name = j.slurm_name
-        other = others.get(j.job_id, name)
+        other, submitted = others.get(j.job_id, (name, ""))
         if other != name:
             warn(f"job {j.job_id} is another job now (named {other!r}, not {name!r}): left alone")
+            continue
+        if not group.refs[ref_key(j)].accepts(other, submitted):
+            warn(
+                f"job {j.job_id} is another job of that name now (submitted {submitted}, "
+                f"not when submission {group.submission_id} was): left alone"
+            )
             continue
         by_name.setdefault(name, []).append(task_id or j.job_id)
     ids = [i for batch in by_name.values() for i in batch]

@@ -39,6 +39,7 @@ from hpc_toolkit.submissions import (
     ledger_path,
     read_script,
     read_submissions,
+    ref_key,
 )
 
 # A script or commands file whose mtime is later than the ledger's time of its submission
@@ -71,11 +72,17 @@ def compress(numbers: Sequence[int]) -> str:
 
 
 def find_group(job_id: str, groups: list[Group]) -> Group:
+    """The submission of a job id (its latest, when Slurm handed the number out again), or
+    the submission of that id."""
+    for g in groups:
+        if g.submission_id == job_id and not job_id.isdigit():
+            return g
     m = JOB_ID.fullmatch(job_id)
     if m is None:
         raise Refusal(
-            f"--rerun {job_id[:100]!r} is not a Slurm job id: give a job id that "
-            "job_submitter.sh printed (any job of the submission; `hpc status` lists them)"
+            f"--rerun {job_id[:100]!r} is not a Slurm job id nor a recorded submission id: "
+            "give a job id that job_submitter.sh printed (any job of the submission; "
+            "`hpc status` lists them), or a submission id (`hpc status --json`)"
         )
     for g in reversed(groups):
         if m[1] in g.job_ids:
@@ -216,14 +223,14 @@ def plan(
             f"{ids}: rerun that one instead (--rerun {later[-1].jobs[0].job_id}), so that "
             "what its rerun fixed is not run twice"
         )
-    q = query_tasks(group.job_ids, run)
+    q = query_tasks(group.refs, run)
     active: list[str] = []
     unknown: list[str] = []
     rerun: dict[str, list[int]] = {}
     tasks: list[tuple[int, str, str, str]] = []
     for job, index, number in group.tasks():
         slurm_id = job.job_id if index is None else f"{job.job_id}_{index}"
-        st = q.state_of(job.job_id, index)
+        st = q.state_of(ref_key(job), index)
         what = "the venv job" if number is None else f"task {number}"
         if st is None:
             unknown.append(f"{what} ({slurm_id})")

@@ -8,6 +8,10 @@ Sources, in order, each called ONCE for all the jobs shown (never once per job):
   4. `scontrol show job`, the same memory as squeue but with exit codes.
 A source that fails or leaves jobs unknown hands the rest on to the next one. Every
 command is called by name through PATH, so tests put stubs first on PATH.
+
+Slurm hands job numbers out again (a cluster started from a fresh state, two clusters that
+share $SCRATCH, numbers that wrapped): a row counts as a submission's job only when its
+name and its submit time fit what the ledger recorded (JobRef), never by number alone.
 """
 
 from __future__ import annotations
@@ -16,13 +20,15 @@ import os
 import re
 import subprocess
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
 TIMEOUT_S = 60.0  # a hung slurmdbd should not hang `hpc status` for ever
-SACCT_FIELDS = "JobID,State,ExitCode,Elapsed,NodeList"
+# The first five columns are the task's; JobName and Submit say whose job it is (JobRef).
+SACCT_FIELDS = "JobID,State,ExitCode,Elapsed,NodeList,JobName,Submit"
+SQUEUE_FORMAT = "%i|%T|-|%M|%N|%j|%V"
 EFFICIENCY_FIELDS = (
     "JobID,State,ElapsedRaw,TotalCPU,AllocCPUS,ReqMem,MaxRSS,TimelimitRaw,NNodes,"
     "AllocTRES,TRESUsageInAve"
@@ -37,8 +43,56 @@ _JOB_ID = re.compile(
     r"(?P<job>[0-9]+)(?:_(?:(?P<index>[0-9]+)|\[(?P<range>[^\]]*)\]))?(?:\+[0-9]+)?"
 )
 
-Key = tuple[str, "int | None"]  # (the job id in the ledger, the array index or None)
+Key = tuple[str, "int | None"]  # (the job's key: its id, or JobRef's key; array index or None)
 Runner = Callable[[list[str]], "subprocess.CompletedProcess[str] | str"]
+
+
+def _epoch(text: str) -> float | None:
+    """Slurm's time stamps (`2026-11-28T12:15:20`, local time); None for Unknown, empty."""
+    try:
+        return datetime.fromisoformat(text.strip()).timestamp()
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class JobRef:
+    """Which of the jobs Slurm numbered `job_id` is the one a submission made: the one of
+    its name, submitted in [not_before, before) (epoch seconds; None: no bound). A row that
+    does not say its name or submit time (an older source) is taken. `cluster`: where it
+    was submitted ("" when not known); on another cluster its number is another job's, and
+    no source is asked."""
+
+    job_id: str
+    name: str = ""
+    not_before: float | None = None
+    before: float | None = None
+    cluster: str = ""
+
+    def accepts(self, name: str, submitted: str) -> bool:
+        if self.name and name and name != self.name:
+            return False
+        t = _epoch(submitted) if submitted else None
+        if t is None:
+            return True
+        if self.not_before is not None and t < self.not_before:
+            return False
+        return self.before is None or t < self.before
+
+
+_Index = dict[str, list[tuple[str, JobRef]]]
+
+
+def _index(wanted: Iterable[str] | Mapping[str, JobRef]) -> _Index:
+    """job number -> [(key, JobRef)]: plain job ids are their own keys and take any row."""
+    out: _Index = {}
+    if isinstance(wanted, Mapping):
+        for key, ref in wanted.items():
+            out.setdefault(ref.job_id, []).append((key, ref))
+        return out
+    for job in wanted:
+        out.setdefault(job, []).append((job, JobRef(job)))
+    return out
 
 
 @dataclass
@@ -92,15 +146,16 @@ def expand_range(spec: str) -> list[int]:
     return out
 
 
-def _keys(job_col: str, wanted: set[str]) -> list[Key]:
+def _keys(job_col: str, wanted: _Index, name: str = "", submitted: str = "") -> list[Key]:
     m = _JOB_ID.fullmatch(job_col.strip())
     if m is None or m["job"] not in wanted:
         return []
+    keys = [key for key, ref in wanted[m["job"]] if ref.accepts(name, submitted)]
     if m["index"] is not None:
-        return [(m["job"], int(m["index"]))]
+        return [(k, int(m["index"])) for k in keys]
     if m["range"] is not None:
-        return [(m["job"], i) for i in expand_range(m["range"])]
-    return [(m["job"], None)]
+        return [(k, i) for k in keys for i in expand_range(m["range"])]
+    return [(k, None) for k in keys]
 
 
 def _rows(text: str, min_cols: int) -> Iterator[list[str]]:
@@ -111,15 +166,18 @@ def _rows(text: str, min_cols: int) -> Iterator[list[str]]:
             yield cols
 
 
-def parse_rows(text: str, wanted: Iterable[str]) -> dict[Key, TaskState]:
-    """`JobID|State|ExitCode|Elapsed|NodeList` rows (sacct, squeue) of the wanted jobs."""
-    wanted_ids = set(wanted)
+def parse_rows(text: str, wanted: Iterable[str] | Mapping[str, JobRef]) -> dict[Key, TaskState]:
+    """`JobID|State|ExitCode|Elapsed|NodeList[|JobName|Submit]` rows (sacct, squeue) of the
+    wanted jobs; the last row of a task wins (sacct -D lists a requeued job's runs in order)."""
+    wanted_ids = _index(wanted)
     out: dict[Key, TaskState] = {}
     for cols in _rows(text, 2):
         words = cols[1].split()
         state = words[0].rstrip("+") if words else "UNKNOWN"
         extra = [c.strip() or "-" for c in cols[2:5]] + ["-"] * (5 - max(len(cols), 2))
-        for key in _keys(cols[0], wanted_ids):
+        # Another job's name may hold a '|': the submit time is the last column.
+        name, submitted = ("|".join(cols[5:-1]), cols[-1]) if len(cols) >= 7 else ("", "")
+        for key in _keys(cols[0], wanted_ids, name, submitted):
             out[key] = TaskState(state, extra[0], extra[1], _node(extra[2]))
     return out
 
@@ -139,16 +197,17 @@ def _pairs(line: str) -> dict[str, str]:
     return dict(re.findall(r"(?:^|\s)([A-Za-z/:]+)=(\S*)", line))
 
 
-def _key_from_pairs(kv: dict[str, str], wanted: set[str]) -> list[Key]:
+def _key_from_pairs(kv: dict[str, str], wanted: _Index, name_key: str) -> list[Key]:
     array_job, task = kv.get("ArrayJobId", ""), kv.get("ArrayTaskId", "")
-    if array_job and array_job != "4294967294" and task and task != "4294967294":
-        if array_job not in wanted:
-            return []
-        if task.isdigit():
-            return [(array_job, int(task))]
-        return [(array_job, i) for i in expand_range(task)]
     job = kv.get("JobId", "")
-    return [(job, None)] if job in wanted else []
+    indices: list[int | None] = [None]
+    if array_job and array_job != "4294967294" and task and task != "4294967294":
+        job = array_job
+        indices = [int(task)] if task.isdigit() else list(expand_range(task))
+    if job not in wanted:
+        return []
+    name, submitted = kv.get(name_key, ""), kv.get("SubmitTime", "")
+    return [(key, i) for key, ref in wanted[job] if ref.accepts(name, submitted) for i in indices]
 
 
 def _elapsed(start: str, end: str) -> str:
@@ -158,9 +217,11 @@ def _elapsed(start: str, end: str) -> str:
         return "-"
 
 
-def parse_jobcomp(lines: Iterable[str], wanted: Iterable[str]) -> dict[Key, TaskState]:
+def parse_jobcomp(
+    lines: Iterable[str], wanted: Iterable[str] | Mapping[str, JobRef]
+) -> dict[Key, TaskState]:
     """jobcomp/filetxt lines (`JobId=5 ... JobState=FAILED ... ExitCode=1:0`); the last wins."""
-    wanted_ids = set(wanted)
+    wanted_ids = _index(wanted)
     out: dict[Key, TaskState] = {}
     for line in lines:
         if "JobState=" not in line:
@@ -173,14 +234,14 @@ def parse_jobcomp(lines: Iterable[str], wanted: Iterable[str]) -> dict[Key, Task
             _elapsed(kv.get("StartTime", ""), kv.get("EndTime", "")),
             _node(kv.get("NodeList", "")),
         )
-        for key in _key_from_pairs(kv, wanted_ids):
+        for key in _key_from_pairs(kv, wanted_ids, "Name"):
             out[key] = ts
     return out
 
 
-def parse_scontrol(text: str, wanted: Iterable[str]) -> dict[Key, TaskState]:
+def parse_scontrol(text: str, wanted: Iterable[str] | Mapping[str, JobRef]) -> dict[Key, TaskState]:
     """`scontrol show job -o` (one job per line)."""
-    wanted_ids = set(wanted)
+    wanted_ids = _index(wanted)
     out: dict[Key, TaskState] = {}
     for line in text.splitlines():
         kv = _pairs(line)
@@ -190,7 +251,7 @@ def parse_scontrol(text: str, wanted: Iterable[str]) -> dict[Key, TaskState]:
             kv.get("RunTime", "-") or "-",
             _node(kv.get("NodeList", "")),
         )
-        for key in _key_from_pairs(kv, wanted_ids):
+        for key in _key_from_pairs(kv, wanted_ids, "JobName"):
             out[key] = ts
     return out
 
@@ -231,7 +292,7 @@ def slurm_conf_settings(environ: dict[str, str] | None = None) -> dict[str, str]
     return out
 
 
-def _from_jobcomp(ids: Sequence[str], run: Runner, q: TaskQuery) -> dict[Key, TaskState]:
+def _from_jobcomp(ids: Mapping[str, JobRef], run: Runner, q: TaskQuery) -> dict[Key, TaskState]:
     conf = slurm_conf_settings()
     comp_type = conf.get("jobcomptype", "jobcomp/none")
     if comp_type == "jobcomp/none":
@@ -253,12 +314,37 @@ def _from_jobcomp(ids: Sequence[str], run: Runner, q: TaskQuery) -> dict[Key, Ta
     return parse_rows(done.stdout, ids)
 
 
-def query_tasks(job_ids: Sequence[str], run: Runner = run_command) -> TaskQuery:
-    """States per task of `job_ids`, from the first sources that know them (module doc)."""
+def query_tasks(
+    job_ids: Sequence[str] | Mapping[str, JobRef], run: Runner = run_command
+) -> TaskQuery:
+    """States per task of `job_ids` (or of JobRefs by key: the rows their submissions made),
+    from the first sources that know them (module doc)."""
     q = TaskQuery()
     if not job_ids:
         return q
-    ids = list(dict.fromkeys(job_ids))
+    if isinstance(job_ids, Mapping):
+        refs = dict(job_ids)
+    else:
+        refs = {i: JobRef(i) for i in dict.fromkeys(job_ids)}
+    here = slurm_conf_settings().get("clustername", "")
+    away = [r for r in refs.values() if here and r.cluster and r.cluster != here]
+    if away:
+        q.notes.append(
+            f"job(s) {', '.join(r.job_id for r in away[:5])}{' ...' if len(away) > 5 else ''} "
+            f"were submitted on cluster {away[0].cluster}, not this one ({here}): their numbers "
+            "here are other jobs', so their states are not asked (run hpc status there)"
+        )
+    refs = {k: r for k, r in refs.items() if r not in away}
+    if not refs:
+        return q
+    keys = list(refs)
+
+    def unknown() -> dict[str, JobRef]:
+        known = q.known_jobs()
+        return {k: refs[k] for k in keys if k not in known}
+
+    def numbers(wanted: Mapping[str, JobRef]) -> str:
+        return ",".join(dict.fromkeys(r.job_id for r in wanted.values()))
 
     def take(found: dict[Key, TaskState], source: str | None, fill_only: bool = False) -> None:
         added = False
@@ -273,37 +359,35 @@ def query_tasks(job_ids: Sequence[str], run: Runner = run_command) -> TaskQuery:
         if added and source and source not in q.sources:
             q.sources.append(source)
 
-    sacct = run(["sacct", "-X", "-P", "-n", "-o", SACCT_FIELDS, "-j", ",".join(ids)])
+    # -D: every job sacct knows by each number (without it, only the latest one).
+    sacct = run(["sacct", "-D", "-X", "-P", "-n", "-o", SACCT_FIELDS, "-j", numbers(refs)])
     if not isinstance(sacct, str) and sacct.returncode == 0:
-        take(parse_rows(sacct.stdout, ids), "sacct")
+        take(parse_rows(sacct.stdout, refs), "sacct")
         q.sources[:] = ["sacct"]
-        if set(ids) <= q.known_jobs():
+        if not unknown():
             return q
     else:
         q.notes.append(sacct if isinstance(sacct, str) else _failure(sacct))
-    missing = [i for i in ids if i not in q.known_jobs()]
-    take(_from_jobcomp(missing, run, q), None)
-    missing = [i for i in ids if i not in q.known_jobs()]
+    take(_from_jobcomp(unknown(), run, q), None)
+    missing = unknown()
     live_without_code = any(t.exit_code == "-" for t in q.tasks.values())
     if not missing and not live_without_code:
         return q
-    squeue = run(["squeue", "-t", "all", "-h", "-o", "%i|%T|-|%M|%N"])
+    squeue = run(["squeue", "-t", "all", "-h", "-o", SQUEUE_FORMAT])
     if isinstance(squeue, str) or squeue.returncode != 0:
         q.notes.append(squeue if isinstance(squeue, str) else _failure(squeue))
     else:
         take(parse_rows(squeue.stdout, missing), "squeue -t all")
     # squeue has no exit codes; scontrol has them (and is the last resort for the states).
-    if [i for i in ids if i not in q.known_jobs()] or any(
-        t.exit_code == "-" and t.state in FINISHED for t in q.tasks.values()
-    ):
+    if unknown() or any(t.exit_code == "-" and t.state in FINISHED for t in q.tasks.values()):
         sc = run(["scontrol", "-o", "show", "job"])
         if isinstance(sc, str) or sc.returncode != 0:
             q.notes.append(sc if isinstance(sc, str) else _failure(sc))
         else:
-            found = parse_scontrol(sc.stdout, ids)
+            found = parse_scontrol(sc.stdout, refs)
             take(found, "scontrol show job", fill_only=True)
             take(found, "scontrol show job")
-    left = [i for i in ids if i not in q.known_jobs()]
+    left = list(dict.fromkeys(r.job_id for r in unknown().values()))
     if left:
         q.notes.append(
             f"no source knows job(s) {', '.join(left[:5])}{' ...' if len(left) > 5 else ''}"
@@ -357,7 +441,7 @@ def megabytes(text: str) -> float | None:
 
 def parse_usage(text: str, wanted: Iterable[str]) -> dict[Key, Usage]:
     """sacct rows in EFFICIENCY_FIELDS order, steps folded into their task."""
-    wanted_ids = set(wanted)
+    wanted_ids = _index(wanted)
     out: dict[Key, Usage] = {}
     for cols in _rows(text, 11):
         job_col, _, step = cols[0].partition(".")

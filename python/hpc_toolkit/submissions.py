@@ -3,8 +3,9 @@
 `$SCRATCH/<project>/hpc_outputs/jobs/submissions.tsv` holds one tab-separated line per
 Slurm job (hpc_files/lib/ledger.sh writes all lines of one submission in one append):
 `submitted_at job_id exp_name num_tasks script submission_id kind task_offset log`, and
-on the lines of a rerun (`job_submitter.sh --rerun`) a tenth, `rerun_of`: the submission
-id it reruns. Lines from older versions have only the first five fields. The ledger is only ever
+then `rerun_of` (the submission id a rerun, `job_submitter.sh --rerun`, reruns; empty for
+others), `cluster` (slurm.conf's ClusterName; empty when unknown) and `user`. Lines from
+older versions have the first five, nine or ten fields. The ledger is only ever
 appended to by a shell, so a torn or hand-edited line is possible: it is skipped with a
 warning, never fatal, because the other lines are still worth showing.
 """
@@ -13,12 +14,12 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from hpc_toolkit.slurm import expand_range
+from hpc_toolkit.slurm import JobRef, expand_range
 
 LEDGER = Path("hpc_outputs", "jobs", "submissions.tsv")
 # EXP-YYYYmmdd-HHMMSS-PID as ledger.sh writes it (the experiment name's characters).
@@ -49,6 +50,8 @@ class SlurmJob:
     task_offset: int = 0
     log: str = ""  # sbatch's --output pattern; "" on old lines
     rerun_of: str = ""  # the submission this one reruns (job_submitter.sh --rerun)
+    cluster: str = ""  # slurm.conf's ClusterName where it was submitted; "" if unknown
+    user: str = ""
 
     @property
     def slurm_name(self) -> str:
@@ -80,6 +83,8 @@ class Group:
     exp_name: str
     submitted_at: datetime
     jobs: list[SlurmJob] = field(default_factory=list)
+    # What tells its jobs from others Slurm numbered the same (job_refs; group_submissions).
+    refs: dict[str, JobRef] = field(default_factory=dict)
 
     @property
     def rerun_of(self) -> str:
@@ -174,12 +179,13 @@ def _parse_time(text: str) -> datetime:
 def parse_line(line: str) -> SlurmJob:
     """One ledger line; ValueError saying what is wrong with it."""
     cols = line.rstrip("\r\n").split("\t")
-    if len(cols) not in (5, 9, 10):
-        raise ValueError(f"{len(cols)} tab-separated fields instead of 5, 9 or 10")
+    if len(cols) not in (5, 9, 10, 12):
+        raise ValueError(f"{len(cols)} tab-separated fields instead of 5, 9, 10 or 12")
     when, job_id, exp_name, num_tasks, script = cols[:5]
     sub_id, kind, offset, log = cols[5:9] if len(cols) >= 9 else (job_id, "job", "0", "")
-    rerun_of = cols[9] if len(cols) == 10 else ""
-    if len(cols) == 10 and not SUBMISSION_ID.fullmatch(rerun_of):
+    rerun_of = cols[9] if len(cols) >= 10 else ""
+    cluster, user = cols[10:12] if len(cols) == 12 else ("", "")
+    if (len(cols) == 10 or rerun_of) and not SUBMISSION_ID.fullmatch(rerun_of):
         raise ValueError(f"rerun_of {rerun_of[:100]!r} is not a submission id")
     if not re.fullmatch(r"[0-9]+", job_id):
         raise ValueError(f"job id {job_id!r} is not a number")
@@ -191,6 +197,8 @@ def parse_line(line: str) -> SlurmJob:
         )
     if kind not in ("job", "venv") or not re.fullmatch(r"[0-9]{1,18}", offset):
         raise ValueError(f"kind {kind!r} or task offset {offset!r} is not valid")
+    if not re.fullmatch(r"[A-Za-z0-9_.@-]{0,128}", cluster + user):
+        raise ValueError(f"cluster {cluster[:70]!r} or user {user[:70]!r} is not valid")
     if not exp_name or (not script and kind == "job"):
         raise ValueError("empty experiment name or script path")
     try:
@@ -199,7 +207,7 @@ def parse_line(line: str) -> SlurmJob:
         raise ValueError(f"time {when!r} is not ISO 8601") from None
     return SlurmJob(
         submitted_at, job_id, exp_name, int(num_tasks), Path(script), sub_id or job_id,
-        kind, int(offset), log, rerun_of,
+        kind, int(offset), log, rerun_of, cluster, user,
     )  # fmt: skip
 
 
@@ -220,6 +228,44 @@ def read_submissions(path: Path, on_bad_line: Callable[[str], None]) -> list[Slu
     return subs
 
 
+# How far Slurm's submit time of a job may lie before the ledger's (written just after
+# sbatch answered, from the submitting host's clock): a row submitted earlier is an older
+# job that had the number.
+SUBMIT_SLACK_S = 60.0
+
+
+def ref_key(job: SlurmJob) -> str:
+    """The key of `job`'s states in a TaskQuery made from job_refs (unique per submission)."""
+    return f"{job.job_id}@{job.submission_id}"
+
+
+def job_refs(jobs: Iterable[SlurmJob], ledger: Iterable[SlurmJob]) -> dict[str, JobRef]:
+    """What makes each of `jobs` its own among every job Slurm numbered the same (keys:
+    ref_key): its cluster, its name, and its submit time: from its ledger time (less
+    SUBMIT_SLACK_S) up to the next ledger line of that number on that cluster, whose job
+    took the number over (halfway between them when they lie closer than twice the slack)."""
+    same: dict[str, list[tuple[float, str]]] = {}
+    for j in ledger:
+        same.setdefault(j.job_id, []).append((j.submitted_at.timestamp(), j.cluster))
+    out: dict[str, JobRef] = {}
+    for j in jobs:
+        t = j.submitted_at.timestamp()
+        # A line that does not name its cluster (an older version's) may be of either.
+        times = sorted(
+            x for x, c in same.get(j.job_id, []) if not c or not j.cluster or c == j.cluster
+        )
+        earlier = [x for x in times if x < t]
+        later = [x for x in times if x > t]
+        not_before = t - SUBMIT_SLACK_S
+        if earlier:
+            not_before = max(not_before, (earlier[-1] + t) / 2)
+        before = None
+        if later:
+            before = max(later[0] - SUBMIT_SLACK_S, (t + later[0]) / 2)
+        out[ref_key(j)] = JobRef(j.job_id, j.slurm_name, not_before, before, j.cluster)
+    return out
+
+
 def group_submissions(jobs: list[SlurmJob]) -> list[Group]:
     """Ledger lines grouped by submission, oldest first."""
     groups: dict[str, Group] = {}
@@ -228,6 +274,9 @@ def group_submissions(jobs: list[SlurmJob]) -> list[Group]:
         if g is None:
             g = groups[j.submission_id] = Group(j.submission_id, j.exp_name, j.submitted_at)
         g.jobs.append(j)
+    refs = job_refs(jobs, jobs)
+    for g in groups.values():
+        g.refs = {ref_key(j): refs[ref_key(j)] for j in g.jobs}
     return list(groups.values())
 
 

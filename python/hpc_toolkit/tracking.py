@@ -2,7 +2,7 @@
 
 `hpc status`, `hpc logs` and `hpc cancel` all name a submission the same way: a Slurm job
 id (`123`, or `123_4` for one array task; any of a split array's ids, or the venv job's),
-or an experiment name (its latest submission).
+an experiment name (its latest submission), or a submission id (as `hpc status` shows it).
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpc_toolkit.slurm import TaskQuery, TaskState
-from hpc_toolkit.submissions import Group, SlurmJob
+from hpc_toolkit.slurm import Runner, TaskQuery, TaskState, query_tasks, run_command
+from hpc_toolkit.submissions import Group, SlurmJob, ref_key
 
 
 class TargetError(ValueError):
@@ -49,7 +49,11 @@ class Task:
 
 
 def resolve(target: str, groups: list[Group]) -> tuple[Group, str | None]:
-    """The submission `target` names and, for `JOB_TASK`, the task's Slurm id."""
+    """The submission `target` names and, for `JOB_TASK`, the task's Slurm id. A job
+    number Slurm handed out again names its latest submission; a submission id names any."""
+    for g in groups:
+        if g.submission_id == target and not target.isdigit():
+            return g, None
     m = re.fullmatch(r"([0-9]+)(?:_([0-9]+))?", target)
     if m:
         for g in reversed(groups):
@@ -70,6 +74,12 @@ def resolve(target: str, groups: list[Group]) -> tuple[Group, str | None]:
 
 def tasks_of(group: Group, query: TaskQuery) -> list[Task]:
     return [
-        Task(job, index, number, query.state_of(job.job_id, index))
+        Task(job, index, number, query.state_of(ref_key(job), index))
         for job, index, number in group.tasks()
     ]
+
+
+def query_groups(groups: list[Group], run: Runner = run_command) -> TaskQuery:
+    """Task states of these submissions' jobs, each told from any other job Slurm numbered
+    the same (Group.refs): read them with tasks_of."""
+    return query_tasks({k: r for g in groups for k, r in g.refs.items()}, run)

@@ -17,11 +17,14 @@ set -euo pipefail
 
 SCRIPT_DIR="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)"
 readonly SCRIPT_DIR
-readonly CLUSTER_NAME="hpclocal"
+# HPC_LOCAL_CLUSTER_NAME: two clusters that share $SCRATCH differ by name (tests of job
+# numbers handed out again: HPC_LOCAL_FIRST_JOB_ID gives both the same numbers).
+readonly CLUSTER_NAME="${HPC_LOCAL_CLUSTER_NAME:-hpclocal}"
 readonly MARKER_NAME=".hpc_local_cluster"
 # HPC_LOCAL_CLUSTER_PORT_OFFSET moves every port, so that a second cluster (another
 # HPC_LOCAL_CLUSTER_DIR) can run beside the first, e.g. with an offset of 100.
 readonly PORT_OFFSET="${HPC_LOCAL_CLUSTER_PORT_OFFSET:-0}"
+FIRST_JOB_ID="${HPC_LOCAL_FIRST_JOB_ID:-$((PORT_OFFSET * 1013 + 1))}"
 readonly CTLD_PORT=$((16817 + PORT_OFFSET))
 readonly DBD_PORT=$((16819 + PORT_OFFSET))
 readonly DB_PORT=$((16306 + PORT_OFFSET))
@@ -113,6 +116,9 @@ Environment:
                             major 195 (copies of /dev/null would deny /dev/null itself)
   HPC_LOCAL_PRIVATE_TMP     no (default) or yes: job_container/tmpfs, a private /tmp per
                             job and node; HPC_LOCAL_CLUSTER_DIR must then lie outside /tmp
+  HPC_LOCAL_CLUSTER_NAME    slurm.conf ClusterName (default hpclocal; lower-case letters,
+                            digits)
+  HPC_LOCAL_FIRST_JOB_ID    slurm.conf FirstJobId (default: 1013 x the port offset + 1)
 
 Example:
   eval "\$(bash tests/cluster/local_cluster.sh start --nodes 4)"
@@ -242,6 +248,8 @@ validate_nodes() {
         *) die "HPC_LOCAL_NODE_DISKS must be shared or pernode (got '${NODE_DISKS}')" ;;
     esac
     [[ "${CGROUPS}" == yes || "${CGROUPS}" == no ]] || die "HPC_LOCAL_CGROUPS must be yes or no (got '${CGROUPS}')"
+    [[ "${CLUSTER_NAME}" =~ ^[a-z][a-z0-9]{0,39}$ ]] || die "HPC_LOCAL_CLUSTER_NAME must be lower-case letters and digits (got '${CLUSTER_NAME}')"
+    [[ "${FIRST_JOB_ID}" =~ ^[1-9][0-9]{0,8}$ ]] || die "HPC_LOCAL_FIRST_JOB_ID must be a positive integer (got '${FIRST_JOB_ID}')"
     [[ "${PRIVATE_TMP}" == yes || "${PRIVATE_TMP}" == no ]] || die "HPC_LOCAL_PRIVATE_TMP must be yes or no (got '${PRIVATE_TMP}')"
     [[ "${NODE_DISK_PATH}" =~ ^/[A-Za-z0-9/._-]+$ && "${NODE_DISK_PATH}" != / ]] ||
         die "HPC_LOCAL_NODE_DISK_PATH must be an absolute path of letters, digits and / . _ - (got '${NODE_DISK_PATH}')"
@@ -394,9 +402,9 @@ install_helpers() {
 }
 
 write_settings() {
-    printf 'nodes=%s\nmax_array_size=%s\ngpus=%s\nprefix=%s\naccounting=%s\nnode_disks=%s\ncgroups=%s\nprivate_tmp=%s\n' "${NODES}" \
+    printf 'nodes=%s\nmax_array_size=%s\ngpus=%s\nprefix=%s\naccounting=%s\nnode_disks=%s\ncgroups=%s\nprivate_tmp=%s\ncluster_name=%s\nfirst_job_id=%s\n' "${NODES}" \
         "${MAX_ARRAY_SIZE}" "${GPU_MODE}" "$([[ -n "${SLURM_DEBS}" ]] && echo yes || echo no)" \
-        "${ACCOUNTING}" "$(node_disks_setting)" "${CGROUPS}" "${PRIVATE_TMP}" >"${SETTINGS_FILE}"
+        "${ACCOUNTING}" "$(node_disks_setting)" "${CGROUPS}" "${PRIVATE_TMP}" "${CLUSTER_NAME}" "${FIRST_JOB_ID}" >"${SETTINGS_FILE}"
 }
 
 # node_disks_setting: shared, or pernode:PATH (read by prolog.sh, task_prolog.sh, epilog.sh).
@@ -552,6 +560,13 @@ read_setting() {
     sed -n "s/^$1=//p" "${SETTINGS_FILE}"
 }
 
+# setting_or NAME DEFAULT: the setting, or DEFAULT for a cluster started before it existed.
+setting_or() {
+    local value
+    value="$(read_setting "$1")"
+    printf '%s' "${value:-$2}"
+}
+
 # --- configuration files ------------------------------------------------------------
 
 # The accounting lines of slurm.conf: slurmdbd, or none (a job completion file, sacct -c).
@@ -610,7 +625,7 @@ MaxJobCount=100000
 # 10,000 too: a multi-node job's MASTER_PORT is derived from its job id modulo 10,000, and
 # these clusters share one host's ports (job 6 and job 300006 both took port 20006, and
 # the second one's rendezvous failed with EADDRINUSE).
-FirstJobId=$((PORT_OFFSET * 1013 + 1))
+FirstJobId=${FIRST_JOB_ID}
 MaxArraySize=${MAX_ARRAY_SIZE}
 ReturnToService=2
 $(container_conf)
@@ -939,6 +954,8 @@ cmd_start() {
             "$(read_setting node_disks)" == "$(node_disks_setting)" &&
             "$(read_setting cgroups)" == "${CGROUPS}" &&
             "$(read_setting private_tmp)" == "${PRIVATE_TMP}" &&
+            "$(setting_or cluster_name hpclocal)" == "${CLUSTER_NAME}" &&
+            "$(setting_or first_job_id $((PORT_OFFSET * 1013 + 1)))" == "${FIRST_JOB_ID}" &&
             "$(read_setting prefix)" == "$([[ -n "${SLURM_DEBS}" ]] && echo yes || echo no)" ]]; then
             log "already running (${NODES} nodes) in ${BASE}"
             print_env

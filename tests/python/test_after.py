@@ -4,9 +4,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -322,3 +324,60 @@ def test_logs_of_a_packed_ledger_line_edited_to_more_tasks(runner: CliRunner, pa
     result = runner.invoke(app, ["logs", "pk", "--scratch-dir", str(packed)])
     assert result.exit_code == 0, result.stderr
     assert "==> task 3 (700_3), packed lines none: " in result.stdout
+
+
+def _reused(scratch: Path) -> None:
+    """Submission sp-2 of the same experiment, after the cluster numbered afresh: its array
+    got 502 again (an hour after sp-1's 502, as Slurm prints times: local, no zone)."""
+    jobs = scratch / "hpc_outputs" / "jobs"
+    with open(jobs / "submissions.tsv", "a", encoding="utf-8") as fh:
+        fh.write(
+            f"2026-11-24T11:00:00+0000\t502\tsp\t2\t{jobs}/sp-2.sbatch\tsp-2\tjob\t0\t"
+            f"{scratch}/hpc_outputs/sp-%A_%a.out\n"
+        )
+
+
+def _local(utc: str) -> str:
+    when = datetime.fromisoformat(utc + "+00:00").astimezone()
+    return when.strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def test_status_never_shows_a_reused_numbers_new_job_as_the_old(
+    runner: CliRunner, stub: Stub, scratch: Path
+) -> None:
+    _reused(scratch)
+    old, new = _local("2026-11-24T10:00:00"), _local("2026-11-24T11:00:00")
+    stub(
+        "sacct",
+        f"501|COMPLETED|0:0|00:00:09|node1|sp-venv|{old}\n"
+        f"502_0|COMPLETED|0:0|00:00:01|node1|sp|{old}\n502_1|FAILED|7:0|00:00:01|node2|sp|{old}\n"
+        f"503_0|COMPLETED|0:0|00:00:01|node3|sp|{old}\n"
+        f"502_0|COMPLETED|0:0|00:00:01|node1|sp|{new}\n502_1|COMPLETED|0:0|00:00:01|node4|sp|{new}\n",
+    )
+    result = runner.invoke(app, ["status", "--json", "--scratch-dir", str(scratch)])
+    assert result.exit_code == 0, result.stderr
+    subs = json.loads(result.stdout)["submissions"]
+    states = {s["submission"]: [(t["job"], t["state"]) for t in s["tasks"]] for s in subs}
+    assert states["sp-1"] == [("501", "COMPLETED"), ("502_0", "COMPLETED"), ("502_1", "FAILED"),
+                              ("503_0", "COMPLETED")]  # fmt: skip
+    assert states["sp-2"] == [("502_0", "COMPLETED"), ("502_1", "COMPLETED")]
+    # By the number alone, the latest submission; by its id, the older one.
+    one = runner.invoke(app, ["status", "502", "--json", "--scratch-dir", str(scratch)])
+    assert [s["submission"] for s in json.loads(one.stdout)["submissions"]] == ["sp-2"]
+    one = runner.invoke(app, ["status", "sp-1", "--json", "--scratch-dir", str(scratch)])
+    assert [s["submission"] for s in json.loads(one.stdout)["submissions"]] == ["sp-1"]
+
+
+def test_cancel_of_an_old_submission_leaves_the_new_job_of_its_number_alone(
+    runner: CliRunner, stub: Stub, scratch: Path
+) -> None:
+    _reused(scratch)
+    calls = _scancel_log(stub)
+    stub("squeue", f"502_[0-1]|sp|{_local('2026-11-24T11:00:00')}\n")
+    result = runner.invoke(app, ["cancel", "sp-1", "--yes", "--scratch-dir", str(scratch)])
+    assert "job 502 is another job of that name now" in result.stderr
+    assert calls.read_text().splitlines() == ["--name=sp 503", "--name=sp-venv 501"]
+    calls.unlink()
+    result = runner.invoke(app, ["cancel", "sp", "--yes", "--scratch-dir", str(scratch)])
+    assert result.exit_code == 0
+    assert calls.read_text().splitlines() == ["--name=sp 502"]

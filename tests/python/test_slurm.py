@@ -4,11 +4,13 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 from hpc_toolkit.slurm import (
+    JobRef,
     TaskState,
     Usage,
     advice,
@@ -82,8 +84,8 @@ def test_sacct_one_call_for_all_jobs(stub: Stub) -> None:
     assert q.counts["1002"]["FAILED"] == 1
     assert q.counts["1003"] == {"PENDING": 4, "RUNNING": 2}
     argv = Path(f"{sacct}.args").read_text().splitlines()
-    assert argv == ["-X", "-P", "-n", "-o", "JobID,State,ExitCode,Elapsed,NodeList", "-j",
-                    "1001,1002,1003"]  # fmt: skip
+    assert argv == ["-D", "-X", "-P", "-n", "-o", "JobID,State,ExitCode,Elapsed,NodeList,JobName,Submit",
+                    "-j", "1001,1002,1003"]  # fmt: skip
 
 
 def test_no_jobs_runs_nothing(stub: Stub) -> None:
@@ -105,7 +107,7 @@ def test_jobcomp_file_then_squeue_then_scontrol(stub: Stub, conf: Path) -> None:
     assert q.tasks[("2002", 1)] == TaskState("FAILED", "4:0", "00:00:03", "node2")
     assert q.tasks[("3001", 2)].state == "PENDING"
     assert q.tasks[("3002", None)] == TaskState("COMPLETED", "0:0", "00:00:09", "node4")
-    assert Path(f"{squeue}.args").read_text().split() == ["-t", "all", "-h", "-o", "%i|%T|-|%M|%N"]
+    assert Path(f"{squeue}.args").read_text().split() == ["-t", "all", "-h", "-o", "%i|%T|-|%M|%N|%j|%V"]
     assert Path(f"{scontrol}.args").read_text().split() == ["-o", "show", "job"]
 
 
@@ -184,3 +186,76 @@ def test_advice_quiet_when_close() -> None:
 
 def test_parse_usage_ignores_other_jobs() -> None:
     assert parse_usage(EFF_ROWS, ["7002"]).keys() == {("7002", None)}
+
+
+# --- job numbers handed out again (a cluster started afresh, two clusters, one $SCRATCH) ---
+
+T0 = datetime(2026, 11, 28, 12, 0, 0).timestamp()  # local time, as Slurm prints it
+REUSED = """\
+1|FAILED|3:0|00:00:01|node1|old|2026-11-28T12:00:00
+1|COMPLETED|0:0|00:00:01|node2|new|2026-11-28T12:05:00
+"""
+
+
+def _refs() -> dict[str, JobRef]:
+    return {
+        "1@old": JobRef("1", "old", T0 - 60, None),
+        "1@new": JobRef("1", "new", T0 + 240, None),
+    }
+
+
+def test_rows_of_a_reused_number_go_to_the_job_of_their_name() -> None:
+    tasks = parse_rows(REUSED, _refs())
+    assert tasks[("1@old", None)].state == "FAILED"
+    assert tasks[("1@new", None)].state == "COMPLETED"
+
+
+def test_rows_of_one_name_go_by_submit_time() -> None:
+    rows = REUSED.replace("|new|", "|old|")
+    refs = {
+        "1@a": JobRef("1", "old", T0 - 60, T0 + 240),
+        "1@b": JobRef("1", "old", T0 + 240, None),
+    }
+    tasks = parse_rows(rows, refs)
+    assert tasks[("1@a", None)].state == "FAILED"
+    assert tasks[("1@b", None)].state == "COMPLETED"
+    # An older job of the number (before the ledger's time less the slack) is nobody's.
+    assert parse_rows(rows, {"1@c": JobRef("1", "old", T0 + 600, None)}) == {}
+
+
+def test_reused_number_in_the_completion_log_and_scontrol() -> None:
+    lines = [
+        "JobId=7 Name=old JobState=FAILED SubmitTime=2026-11-28T12:00:00 ArrayJobId=1 ArrayTaskId=1 ExitCode=3:0",
+        "JobId=1 Name=new JobState=COMPLETED SubmitTime=2026-11-28T12:05:00 ArrayJobId=1 ArrayTaskId=1 ExitCode=0:0",
+    ]
+    found = parse_jobcomp(lines, _refs())
+    assert found[("1@old", 1)].state == "FAILED"
+    assert found[("1@new", 1)].state == "COMPLETED"
+    sc = "JobId=1 JobName=new JobState=RUNNING SubmitTime=2026-11-28T12:05:00 ExitCode=0:0\n"
+    assert set(parse_scontrol(sc, _refs())) == {("1@new", None)}
+
+
+def test_query_never_reads_a_reused_number_as_the_old_job(stub: Stub) -> None:
+    # sacct knows only the new job 1 (the old one's accounting is gone); the old submission
+    # is unknown, never COMPLETED.
+    stub("sacct", REUSED.splitlines()[1] + "\n")
+    stub("squeue", "")
+    stub("scontrol", "")
+    q = query_tasks(_refs())
+    assert q.state_of("1@new", None) is not None
+    assert q.state_of("1@old", None) is None
+    assert "no source knows job(s) 1" in q.notes
+
+
+def test_a_job_of_another_cluster_is_not_asked(
+    stub: Stub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "here.conf").write_text("ClusterName=here\n")
+    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "here.conf"))
+    sacct = stub("sacct", REUSED)
+    q = query_tasks({"1@old": JobRef("1", "old", T0 - 60, None, cluster="other")})
+    assert q.tasks == {}
+    assert not Path(f"{sacct}.args").exists()
+    assert any("submitted on cluster other, not this one (here)" in n for n in q.notes)
+    q = query_tasks({"1@new": JobRef("1", "new", T0 + 240, None, cluster="here")})
+    assert q.state_of("1@new", None) is not None

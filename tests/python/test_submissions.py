@@ -8,13 +8,16 @@ from pathlib import Path
 import pytest
 
 from hpc_toolkit.submissions import (
+    SUBMIT_SLACK_S,
     LocateError,
     SlurmJob,
     find_project_root,
     find_scratch_dir,
+    group_submissions,
     ledger_path,
     parse_line,
     read_submissions,
+    ref_key,
 )
 
 GOOD = "2024-05-01T12:30:00+0200\t1001\ttrain\t1\t/s/p/hpc_outputs/jobs/train-1.sbatch"
@@ -104,3 +107,41 @@ def test_find_scratch_dir_errors(tmp_path: Path) -> None:
         find_scratch_dir(None, {}, tmp_path)
     with pytest.raises(LocateError, match="no hpc_files/ folder"):
         find_scratch_dir(None, {"SCRATCH": "/s"}, tmp_path)
+
+
+# --- job numbers Slurm hands out again -------------------------------------------------
+
+LINE12 = (
+    "{when}\t{job}\t{exp}\t2\t/s/p/hpc_outputs/jobs/{exp}-x.sbatch\t{sub}\tjob\t0\t"
+    "/s/p/hpc_outputs/{exp}-%A_%a.out\t\t{cluster}\talice"
+)
+
+
+def _line(when: str, job: str, exp: str, sub: str, cluster: str = "c1") -> str:
+    return LINE12.format(when=when, job=job, exp=exp, sub=sub, cluster=cluster)
+
+
+def test_a_line_names_its_cluster_and_user() -> None:
+    j = parse_line(_line("2026-11-28T12:00:00+0000", "1", "ex", "ex-a"))
+    assert (j.cluster, j.user, j.rerun_of) == ("c1", "alice", "")
+    with pytest.raises(ValueError, match="cluster"):
+        parse_line(_line("2026-11-28T12:00:00+0000", "1", "ex", "ex-a", cluster="a b"))
+
+
+def test_each_submission_of_a_reused_number_gets_its_own_time_window() -> None:
+    lines = [
+        _line("2026-11-28T12:00:00+0000", "1", "ex", "ex-old"),
+        _line("2026-11-28T12:00:20+0000", "1", "ex", "ex-new"),  # the cluster numbered afresh
+        _line("2026-11-28T12:00:10+0000", "1", "ex", "ex-far", cluster="c2"),  # another cluster
+    ]
+    groups = group_submissions([parse_line(x) for x in lines])
+    old, new, far = (g.refs[ref_key(g.jobs[0])] for g in groups)
+    t0 = datetime(2026, 11, 28, 12, 0, 0, tzinfo=timezone.utc).timestamp()
+    assert (old.name, old.cluster) == ("ex", "c1")
+    assert old.not_before == t0 - SUBMIT_SLACK_S
+    assert old.before == t0 + 10  # halfway to the next job of that number on c1
+    assert new.not_before == t0 + 10 and new.before is None
+    assert far.not_before == t0 + 10 - SUBMIT_SLACK_S and far.before is None
+    slurm = datetime.fromtimestamp(t0 + 19).strftime("%Y-%m-%dT%H:%M:%S")  # local, as Slurm
+    assert new.accepts("ex", slurm) and not old.accepts("ex", slurm)
+    assert not new.accepts("other", slurm)

@@ -96,11 +96,12 @@ def test_resume_reruns_what_did_not_finish(
     log(folder, 4, "r4", "10_4", None)  # "running", but its task is gone (killed hard)
     log(folder, 5, "r5", "11_0", "failed")
     log(folder, 5, "r6", "11_1", "finished")  # failed once, then finished
-    stub("squeue", stdout="10_3\n")
+    # 10_4's number is another job's now (Slurm numbered afresh): point 4 is not running.
+    stub("squeue", stdout="10_3|exp\n10_4|another\n")
     assert main(["resume", str(folder)]) == 0
     assert capsys.readouterr().out == "grid\t8\texp\tabcd1234\t1-2 4 6-7\n"
     assert (tmp_path / "bin" / "squeue.args").read_text().split("\n")[:5] == [
-        "-h", "-r", "-o", "%i", "-j"
+        "-h", "-r", "-o", "%i|%j", "-j"
     ]  # fmt: skip
     assert SweepFolder.load(folder).num_points == 8
 

@@ -176,7 +176,7 @@ EOF
   [ "$(sbatch_calls)" -eq 0 ]
   scratch_is_empty
   local file=$REPO_ROOT/tests/unit/golden/blocks_dry_run.txt
-  sed -e "s|$BATS_TEST_TMPDIR|@TMP@|g" -e 's/blk-[0-9]\{8\}-[0-9]\{6\}-[0-9]*/blk-@STAMP@/g' \
+  sed -e "s|$BATS_TEST_TMPDIR|@TMP@|g" -e 's/blk-[0-9]\{8\}-[0-9]\{6\}-[0-9]*-[0-9a-f]\{4\}/blk-@STAMP@/g' \
     -e "s/^export HPC_SUBMITTED_AT='[0-9T:-]*'$/export HPC_SUBMITTED_AT='@WHEN@'/" \
     <<<"$output" >"$BATS_TEST_TMPDIR/dry.txt"
   [[ -z ${UPDATE_GOLDEN:-} ]] || cp "$BATS_TEST_TMPDIR/dry.txt" "$file"

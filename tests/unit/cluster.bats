@@ -59,3 +59,15 @@ setup() {
   SLURM_JOB_ID=89 SLURM_RESTART_COUNT=2
   ! hpc_slurm_stale_attempt_to rc || false # another job
 }
+
+@test "a finished marker is the submission's: a job of another submission that got the same number (Slurm numbering afresh) is not stale" {
+  export SLURM_JOB_ID=88 HPC_OUTPUT_DIR=$BATS_TEST_TMPDIR/out SLURM_RESTART_COUNT=0
+  local rc
+  HPC_SUBMISSION_ID=old-1 HPC_SLURM_VERSION=24.11.5 hpc_slurm_job_finished 3
+  [ "$(cat "$HPC_OUTPUT_DIR/jobs/.hpc_finished.old-1.88")" = "3 0" ]
+  # The new submission's job 88, requeued: attempt 2 runs (it is not the old job's).
+  HPC_SUBMISSION_ID=new-2 SLURM_RESTART_COUNT=1
+  ! hpc_slurm_stale_attempt_to rc || false
+  HPC_SUBMISSION_ID=old-1 hpc_slurm_stale_attempt_to rc
+  [ "$rc" = 3 ]
+}

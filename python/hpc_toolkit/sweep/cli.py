@@ -96,7 +96,7 @@ def status(sweep: SweepArg, scratch_dir: ScratchOpt = None, all_params: AllParam
     spec = folder.spec()
     fixed = {} if all_params else constants(spec)
     last = latest(folder.ledger.events())
-    live = live_of(last)
+    live = live_of(last, folder.exp_name)
     metric = spec.metric_name or "METRIC"
     rows, tally = [], dict.fromkeys((FINISHED, FAILED, KILLED, RUNNING, "lost", PENDING), 0)
     for point in range(folder.num_points):

@@ -86,8 +86,10 @@ def ranges(indices: Iterable[int]) -> str:
     return " ".join(out)
 
 
-def live_tasks(jobs: Iterable[str]) -> set[str] | None:
-    """Array tasks ("123_4") and jobs Slurm still has queued or running; None if unknown."""
+def live_tasks(jobs: Iterable[str], name: str = "") -> set[str] | None:
+    """Array tasks ("123_4") and jobs Slurm still has queued or running, of the job name
+    `name` when given (a number Slurm handed out again is another job's: never this sweep's
+    point); None if unknown."""
     import subprocess  # here: submitting a new sweep does not need it (8 ms)
 
     ids = sorted({j.split("_")[0] for j in jobs if j})
@@ -95,7 +97,7 @@ def live_tasks(jobs: Iterable[str]) -> set[str] | None:
         return set()
     try:
         done = subprocess.run(
-            ["squeue", "-h", "-r", "-o", "%i", "-j", ",".join(ids)],
+            ["squeue", "-h", "-r", "-o", "%i|%j", "-j", ",".join(ids)],
             capture_output=True,
             text=True,
             timeout=60,
@@ -105,7 +107,12 @@ def live_tasks(jobs: Iterable[str]) -> set[str] | None:
         return None
     if done.returncode != 0 and "Invalid job id" not in done.stderr:
         return None
-    return {line.strip() for line in done.stdout.splitlines() if line.strip()}
+    out: set[str] = set()
+    for line in done.stdout.splitlines():
+        task, sep, job_name = line.strip().partition("|")
+        if task and (not name or not sep or job_name == name):
+            out.add(task)
+    return out
 
 
 def lost(attempt: Attempt, live: set[str] | None) -> bool:
@@ -125,10 +132,10 @@ def rerun_points(num_points: int, last: Mapping[int, Attempt], live: set[str] | 
     return out
 
 
-def live_of(last: Mapping[int, Attempt]) -> set[str] | None:
+def live_of(last: Mapping[int, Attempt], name: str = "") -> set[str] | None:
     """Slurm's live tasks among the running points' jobs (set() when none is running)."""
     running = [a.job for a in last.values() if a.state == RUNNING]
-    return live_tasks(running) if running else set()
+    return live_tasks(running, name) if running else set()
 
 
 JOBS = "jobs.tsv"  # one line per sbatch job of the sweep: JOB_ID<TAB>TASK_OFFSET
@@ -171,11 +178,12 @@ def to_rerun(folder: SweepFolder) -> list[int]:
     (a point whose array task still waits in Slurm's queue is taken: 7 starts for 4 points
     were seen when it was not)."""
     last = latest(folder.ledger.events())
-    live = live_of(last)
+    name = folder.exp_name  # the sweep's jobs' Slurm name
+    live = live_of(last, name)
     if live is None:
         print("note: squeue could not be asked; running points are left alone", file=sys.stderr)
     jobs = submitted_jobs(folder.path)
-    queued = queued_points(jobs, live_tasks(jobs)) if jobs else set()
+    queued = queued_points(jobs, live_tasks(jobs, name)) if jobs else set()
     if queued is None:
         raise SweepError(
             "squeue could not be asked which points of the sweep are still queued: "

@@ -29,12 +29,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from hpc_toolkit.packing import packing_of
-from hpc_toolkit.slurm import FINISHED, Runner, query_tasks, run_command
+from hpc_toolkit.slurm import FINISHED, Runner, query_tasks, run_command, slurm_conf_settings
 from hpc_toolkit.submissions import (
     SUBMISSION_ID,
     Group,
     ScriptInfo,
     SlurmJob,
+    by_job_number,
     group_submissions,
     ledger_path,
     read_script,
@@ -84,9 +85,9 @@ def find_group(job_id: str, groups: list[Group]) -> Group:
             "give a job id that job_submitter.sh printed (any job of the submission; "
             "`hpc status` lists them), or a submission id (`hpc status --json`)"
         )
-    for g in reversed(groups):
-        if m[1] in g.job_ids:
-            return g
+    found = by_job_number(groups, m[1], slurm_conf_settings().get("clustername", ""))
+    if found is not None:
+        return found
     raise Refusal(
         f"job {m[1]} is not in this project's ledger: give a job id of one of its "
         "submissions (`hpc status` lists them)"
@@ -222,6 +223,13 @@ def plan(
             f"submission {group.submission_id} (job {job_id}) was already rerun as job(s) "
             f"{ids}: rerun that one instead (--rerun {later[-1].jobs[0].job_id}), so that "
             "what its rerun fixed is not run twice"
+        )
+    here = slurm_conf_settings().get("clustername", "")
+    if here and group.cluster and group.cluster != here:
+        raise Refusal(
+            f"submission {group.submission_id} was made on cluster {group.cluster}, not on "
+            f"this one ({here}): its job numbers here are other jobs'. Run --rerun on "
+            f"{group.cluster}"
         )
     q = query_tasks(group.refs, run)
     active: list[str] = []

@@ -92,6 +92,11 @@ class Group:
         return self.jobs[0].rerun_of if self.jobs else ""
 
     @property
+    def cluster(self) -> str:
+        """The cluster it was submitted on ("" when its ledger lines do not say)."""
+        return self.jobs[0].cluster if self.jobs else ""
+
+    @property
     def job_ids(self) -> list[str]:
         return [j.job_id for j in self.jobs]
 
@@ -264,6 +269,15 @@ def job_refs(jobs: Iterable[SlurmJob], ledger: Iterable[SlurmJob]) -> dict[str, 
             before = max(later[0] - SUBMIT_SLACK_S, (t + later[0]) / 2)
         out[ref_key(j)] = JobRef(j.job_id, j.slurm_name, not_before, before, j.cluster)
     return out
+
+
+def by_job_number(groups: list[Group], number: str, here: str) -> Group | None:
+    """The latest submission holding job `number`, one of cluster `here` first (Slurm hands
+    numbers out again: the same number on another cluster is another job)."""
+    holding = [g for g in groups if number in g.job_ids]
+    local = [g for g in holding if not here or not g.cluster or g.cluster == here]
+    chosen = local or holding
+    return chosen[-1] if chosen else None
 
 
 def group_submissions(jobs: list[SlurmJob]) -> list[Group]:

@@ -11,8 +11,15 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpc_toolkit.slurm import Runner, TaskQuery, TaskState, query_tasks, run_command
-from hpc_toolkit.submissions import Group, SlurmJob, ref_key
+from hpc_toolkit.slurm import (
+    Runner,
+    TaskQuery,
+    TaskState,
+    query_tasks,
+    run_command,
+    slurm_conf_settings,
+)
+from hpc_toolkit.submissions import Group, SlurmJob, by_job_number, ref_key
 
 
 class TargetError(ValueError):
@@ -56,9 +63,9 @@ def resolve(target: str, groups: list[Group]) -> tuple[Group, str | None]:
             return g, None
     m = re.fullmatch(r"([0-9]+)(?:_([0-9]+))?", target)
     if m:
-        for g in reversed(groups):
-            if m[1] in g.job_ids:
-                return g, (target if m[2] is not None else None)
+        found = by_job_number(groups, m[1], slurm_conf_settings().get("clustername", ""))
+        if found is not None:
+            return found, (target if m[2] is not None else None)
         raise TargetError(
             f"job {m[1]} is not in the ledger of this project: "
             "run `hpc status` for the recorded jobs"

@@ -11,6 +11,7 @@ from hpc_toolkit.submissions import (
     SUBMIT_SLACK_S,
     LocateError,
     SlurmJob,
+    by_job_number,
     find_project_root,
     find_scratch_dir,
     group_submissions,
@@ -145,3 +146,15 @@ def test_each_submission_of_a_reused_number_gets_its_own_time_window() -> None:
     slurm = datetime.fromtimestamp(t0 + 19).strftime("%Y-%m-%dT%H:%M:%S")  # local, as Slurm
     assert new.accepts("ex", slurm) and not old.accepts("ex", slurm)
     assert not new.accepts("other", slurm)
+
+
+def test_a_job_number_names_the_latest_submission_of_this_cluster_first() -> None:
+    lines = [
+        _line("2026-11-28T12:00:00+0000", "1", "ex", "ex-here"),
+        _line("2026-11-28T12:00:10+0000", "1", "ex", "ex-there", cluster="c2"),
+    ]
+    groups = group_submissions([parse_line(x) for x in lines])
+    assert by_job_number(groups, "1", "c1").submission_id == "ex-here"  # type: ignore[union-attr]
+    assert by_job_number(groups, "1", "c2").submission_id == "ex-there"  # type: ignore[union-attr]
+    assert by_job_number(groups, "1", "").submission_id == "ex-there"  # type: ignore[union-attr]
+    assert by_job_number(groups, "2", "c1") is None

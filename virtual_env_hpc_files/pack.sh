@@ -181,7 +181,10 @@ _hpc_pack_start() {
   hpc_log "line $i starts (slot $s: $what): $cmd"
   hpc_log "line $i log: $log"
   local ck=$HPC_EXP_DIR/checkpoints/task_$i refused=0
-  [[ -z $HPC_ATTEMPT_DIR ]] || hpc_ckpt_snapshot "$ck" "$HPC_ATTEMPT_DIR/before.$i"
+  if [[ -n $HPC_ATTEMPT_DIR ]]; then
+    hpc_ckpt_snapshot "$ck" "$HPC_ATTEMPT_DIR/before.$i"
+    hpc_ckpt_sums "$ck" "$HPC_ATTEMPT_DIR/sums.$i" # (a log appended to is no progress)
+  fi
   local HPC_RESUMING HPC_INIT_FROM # (runs.sh exports them: this line's own)
   hpc_run_settle "$ck" "$i" "$cmd" "line $i: " || refused=1
   # A function, not an inline ( ... ): bash reports a background job that a signal killed
@@ -261,7 +264,7 @@ _hpc_pack_ended() {
   elif ((${HPC_PACK_WARNED[i]:-0})); then
     [[ -z $HPC_ATTEMPT_DIR || ! -e $HPC_ATTEMPT_DIR/stopped.$i ]] || stopped=1
     local HPC_CHECKPOINT_DIR=$HPC_EXP_DIR/checkpoints/task_$i
-    ! hpc_checkpoint_written || wrote=1
+    ! hpc_checkpoint_written "" "${HPC_ATTEMPT_DIR:+$HPC_ATTEMPT_DIR/sums.$i}" || wrote=1
     hpc_took_warning "$i" || warned=0
     if ((wrote)) && [[ -n $HPC_ATTEMPT_DIR ]]; then
       hpc_ckpt_started_over_to file "$HPC_CHECKPOINT_DIR" "$HPC_ATTEMPT_DIR/before.$i" "$HPC_ATTEMPT_DIR/start"

@@ -276,6 +276,7 @@ hpc_attempt_begin() {
     return 0
   fi
   hpc_ckpt_snapshot "$HPC_CHECKPOINT_DIR" "$dir/before"
+  hpc_ckpt_sums "$HPC_CHECKPOINT_DIR" "$dir/sums"
   export HPC_ATTEMPT_DIR=$dir
   HPC_LAST_EXIT_HOOKS=(hpc_attempt_end "${HPC_LAST_EXIT_HOOKS[@]}")
 }
@@ -294,14 +295,50 @@ hpc_attempt_end() {
   return 0
 }
 
-# hpc_checkpoint_written [SINCE_FILE]: true when a file in $HPC_CHECKPOINT_DIR (any depth) was written
-# during this attempt (or since SINCE_FILE): not empty, newer than its start, not a temporary (*.tmp, *.part),
-# not the toolkit's own (.hpc_run: runs.sh).
+# hpc_ckpt_sums DIR FILE: at an attempt's start, "CRC SIZE PATH" (cksum) of every file of
+# DIR up to 16 MiB, so that a file the attempt only appended to (a log the program keeps
+# there) can be told from a checkpoint it wrote (hpc_ckpt_appended). A larger file is left
+# out: whatever the attempt does to it counts as written.
+hpc_ckpt_sums() {
+  : >"$2" 2>/dev/null || return 0
+  [[ -d $1 ]] || return 0
+  find "$1" -type f -size +0 -size -16385k ! -name '.hpc_*' ! -name '*.tmp' ! -name '*.part' \
+    -print0 2>/dev/null | xargs -0 -r cksum -- >"$2" 2>/dev/null
+  return 0
+}
+
+# hpc_ckpt_appended FILE SUMS: FILE's content at the attempt's start (its line in SUMS) is
+# still there, unchanged, at its beginning: the attempt appended to it (or left it as it
+# was). A log, not a checkpoint: it is no progress (a program that finished its work and
+# hangs at exit still appends to its log on every attempt; docs/requeue.md).
+hpc_ckpt_appended() {
+  local crc size path now
+  [[ -s $2 ]] || return 1
+  while read -r crc size path; do
+    [[ $path == "$1" && $size =~ ^[0-9]+$ ]] || continue
+    now=$(stat -c %s -- "$1" 2>/dev/null) || return 1
+    ((now >= size)) || return 1
+    [[ $(head -c "$size" -- "$1" 2>/dev/null | cksum) == "$crc $size" ]]
+    return
+  done <"$2"
+  return 1
+}
+
+# hpc_checkpoint_written [SINCE_FILE [SUMS]]: true when a file in $HPC_CHECKPOINT_DIR (any
+# depth) was written during this attempt (or since SINCE_FILE): not empty, newer than its
+# start, not a temporary (*.tmp, *.part), not the toolkit's own (.hpc_run: runs.sh), not
+# one the attempt only appended to (hpc_ckpt_appended, against SUMS, default
+# $HPC_ATTEMPT_DIR/sums). HPC_CKPT_APPENDED lists the appended files it passed over.
 hpc_checkpoint_written() {
-  local since=${1:-$HPC_ATTEMPT_DIR/start}
+  local since=${1:-$HPC_ATTEMPT_DIR/start} sums=${2:-$HPC_ATTEMPT_DIR/sums} f
+  HPC_CKPT_APPENDED=()
   [[ -n $HPC_ATTEMPT_DIR && -e $since && -d $HPC_CHECKPOINT_DIR ]] || return 1
-  [[ -n $(find "$HPC_CHECKPOINT_DIR" -type f -size +0 -newer "$since" \
-    ! -name '*.tmp' ! -name '*.part' ! -name '.hpc_*' -print -quit 2>/dev/null) ]]
+  while IFS= read -r -d '' f; do
+    hpc_ckpt_appended "$f" "$sums" || return 0
+    HPC_CKPT_APPENDED+=("${f#"$HPC_CHECKPOINT_DIR"/}")
+  done < <(find "$HPC_CHECKPOINT_DIR" -type f -size +0 -newer "$since" \
+    ! -name '*.tmp' ! -name '*.part' ! -name '.hpc_*' -print0 2>/dev/null)
+  return 1
 }
 
 # hpc_requeue_verdict_to VAR REQUEUE RC STOPPED WROTE RESTARTS MAX [TOOK [OVER]]: what to
@@ -344,6 +381,12 @@ hpc_after_command() {
   [[ $HPC_SIGNALLED == walltime || $HPC_SIGNALLED == preempt ]] || return "$rc"
   [[ -z $HPC_WATCHDOG_PID ]] || kill "$HPC_WATCHDOG_PID" 2>/dev/null
   [[ -z $HPC_ATTEMPT_DIR || ! -e $HPC_ATTEMPT_DIR/stopped ]] || stopped=1
+  # Stopped, its main process ended on SIGTERM, but processes of its group that ignore
+  # SIGTERM (DataLoader workers) would outlive it: the SIGKILL the watchdog had for them.
+  if ((stopped)) && [[ -n ${HPC_CHILD_PID:-} ]] && kill -0 -- "-$HPC_CHILD_PID" 2>/dev/null; then
+    hpc_log "processes of the program outlived it, ignoring SIGTERM (DataLoader workers?): killing them (SIGKILL)"
+    kill -s KILL -- "-$HPC_CHILD_PID" 2>/dev/null
+  fi
   hpc_took_warning "" || took=0
   # A preempted job's steps get Slurm's own SIGTERM, which the program may take before the
   # toolkit's warning reaches it (no marker then; seen on 24.11/26.05 with Lightning): a
@@ -387,6 +430,10 @@ hpc_after_command() {
         hpc_log "the program had to be stopped (exit code $rc) and nothing in $HPC_CHECKPOINT_DIR was written during this attempt (attempt $((restarts + 1)), $restarts restart(s) so far)"
       else
         hpc_log "the program exited with $rc after the warning and nothing in $HPC_CHECKPOINT_DIR was written during this attempt (attempt $((restarts + 1)), $restarts restart(s) so far)"
+      fi
+      if ((${#HPC_CKPT_APPENDED[@]})); then
+        hpc_log "only appended to: ${HPC_CKPT_APPENDED[*]} (a file whose content at the attempt's start is still there, unchanged, is a log, not a checkpoint)"
+        ((!stopped)) || hpc_log "a program that had finished its work and then hung at exit (DataLoader workers that ignore SIGTERM) ends here too, instead of being requeued in a loop: docs/requeue.md#a-program-that-hangs-at-exit"
       fi
       hpc_log "no checkpoint was written after the warning: not requeued"
       hpc_log "to be requeued, save to \$HPC_CHECKPOINT_DIR when SIGUSR1 (or SIGTERM) arrives and exit (docs/requeue.md)"

@@ -2,8 +2,9 @@
 # Wall time and preemption for every kind of program, on the real local cluster: a bash
 # loop that traps USR1 (1 and 2 nodes, `none` and `script`, in the container stand-in), one
 # that traps only TERM, a Python loop with its own handler, a program with no handler, and
-# one that ignores the warning. A warned attempt is requeued only when it made progress.
-# The programs: tests/helpers/programs/ (train_loop.sh, sig_train.py).
+# one that ignores the warning, a DataLoader whose workers ignore SIGTERM (Python hangs at
+# exit). A warned attempt is requeued only when it made progress.
+# The programs: tests/helpers/programs/ (train_loop.sh, sig_train.py, dataloader_hang.py).
 # shellcheck disable=SC2016 # command lines in single quotes are expanded in the job
 
 load ../helpers/cluster
@@ -190,6 +191,37 @@ requeued_and_resumed() {
   [ "$(sacct --duplicates -X -n -P -j "${JOB_ID}_2" -o State,ExitCode)" = 'COMPLETED|0:0' ]
   grep -q 'no checkpoint was written after the warning: not requeued' "$(job_log "$JOB_ID" ar 1)"
   [ "$(cat "$ck/task_0/done_0")" = "30 1" ] && [ "$(cat "$ck/task_2/done_0")" = "30 1" ]
+}
+
+@test "a DataLoader whose workers ignore SIGTERM (Python hangs at exit): warned, requeued, resumed; once finished and hung it is stopped and not requeued again (FAILED 124): its pids.log is no progress" {
+  project_venv # torch
+  printf 'python dataloader_hang.py 30 0.2\n' >"$PROJECT/experiment_configurations.txt"
+  submit --exp-name dl --time 10 --signal-grace 20
+  warn_when_ready dl
+  local log
+  log=$(job_log "$JOB_ID" dl)
+  # Attempt 2 resumes, finishes, hangs at exit: the wall time's warning again.
+  wait_line "$log" '^finished 30' 300
+  sleep 1
+  scancel --batch --signal=USR1 "$JOB_ID"
+  wait_job "$JOB_ID" 240
+  cat "$log"
+  [ "$(attempts "$JOB_ID")" = $'REQUEUED|0:0\nFAILED|124:0' ]
+  grep -qE '^\[dl\] attempt 2 starts at step [1-9]' "$log"
+  grep -q 'requeueing job' "$log"
+  grep -q 'only appended to: pids.log ' "$log"
+  grep -q 'hung at exit (DataLoader workers that ignore SIGTERM) ends here too' "$log"
+  grep -q 'processes of the program outlived it, ignoring SIGTERM (DataLoader workers?): killing them (SIGKILL)' "$log"
+  # Every step done once, in two attempts.
+  [ "$(cut -d' ' -f2 "$SCRATCH/proj/dl/marks/steps" | sort -n | uniq -d)" = "" ]
+  [ "$(wc -l <"$SCRATCH/proj/dl/marks/steps")" -eq 30 ]
+  [ "$(wc -l <"$SCRATCH/proj/dl/checkpoints/pids.log")" -eq 2 ]
+  # No stray worker left on the nodes.
+  local pid
+  # shellcheck disable=SC2013 # words: the pids
+  for pid in $(cut -d' ' -f2- "$SCRATCH/proj/dl/checkpoints/pids.log"); do
+    ! ps -o args= -p "$pid" | grep dataloader_hang || false
+  done
 }
 
 @test "a job name or Comment= holding 'PreemptTime=...' is not a preemption" {

@@ -197,6 +197,55 @@ signal.signal(signal.SIGUSR1, signal.SIG_DFL); open(sys.argv[1]+"/ready","w"); t
   [ ! -e "$scratch_dir/e/.hpc_attempt" ] # removed at the end of the job
 }
 
+@test "a file the attempt only appended to, or left as it was, is no checkpoint; one rewritten with other bytes, or a new one, is" {
+  mkdir -p "$scratch_dir/e/checkpoints/sub"
+  printf 'attempt 1\n' >"$scratch_dir/e/checkpoints/pids.log"
+  printf AAAA >"$scratch_dir/e/checkpoints/sub/ck.pt"
+  touch -d '1 minute ago' "$scratch_dir/e/checkpoints/pids.log" "$scratch_dir/e/checkpoints/sub/ck.pt"
+  run_job_side hpc_job_begin '
+    sleep 0.05; ck=$HPC_CHECKPOINT_DIR
+    printf "attempt 2\n" >>"$ck/pids.log"
+    hpc_checkpoint_written && echo "appended counts"
+    echo "passed over: ${HPC_CKPT_APPENDED[*]}"
+    printf AAAA >"$ck/sub/ck.pt"
+    hpc_checkpoint_written && echo "same bytes count"
+    printf "attempt 2 rewritten\n" >"$ck/pids.log" # not appended: rewritten
+    hpc_checkpoint_written && echo "rewritten log counts"
+    printf "attempt 1\nattempt 2\n" >"$ck/pids.log"
+    printf BBBB >"$ck/sub/ck.pt"
+    hpc_checkpoint_written && echo "other bytes count"
+    printf AAAA >"$ck/sub/ck.pt"
+    printf x >"$ck/new.pt"
+    hpc_checkpoint_written && echo "new counts"'
+  [ "$status" -eq 0 ]
+  echo "$output"
+  [[ $output != *"appended counts"* && $output != *"same bytes count"* ]]
+  [[ $output == *"passed over: pids.log"* ]]
+  [[ $output == *"rewritten log counts"* && $output == *"other bytes count"* && $output == *"new counts"* ]]
+}
+
+@test "the DataLoader case: a program that finished, appends to its log in the checkpoint folder and hangs at exit is stopped and not requeued (124), saying why" {
+  mkdir -p "$scratch_dir/e/checkpoints"
+  printf 400 >"$scratch_dir/e/checkpoints/ckpt.pt"
+  printf '1 111\n2 222\n' >"$scratch_dir/e/checkpoints/pids.log"
+  touch -d '1 minute ago' "$scratch_dir/e/checkpoints/ckpt.pt" "$scratch_dir/e/checkpoints/pids.log"
+  export SLURM_RESTART_COUNT=2 HPC_KILL_AFTER=1
+  # Resumed at 400 of 400: nothing to do; it appends its pids, says it finished, then hangs
+  # (its handler runs but cannot end it, and it ignores SIGTERM, as Python joining
+  # DataLoader workers that ignore SIGTERM does).
+  warned_job 'echo "3 $$" >>"$HPC_CHECKPOINT_DIR/pids.log"; echo "finished 400"; exec python3 -c "import os, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); signal.signal(signal.SIGUSR1, lambda *a: None); open(os.environ[\"READY\"], \"w\").close(); time.sleep(120)"'
+  echo "$output"
+  [ "$status" -eq 124 ]
+  [[ $output == *"finished 400"* ]]
+  [[ $output == *"the program ignored SIGTERM for 1 s: killing it (SIGKILL)"* ]]
+  [[ $output == *"only appended to: pids.log (a file whose content at the attempt's start is still there, unchanged, is a log, not a checkpoint)"* ]]
+  [[ $output == *"hung at exit (DataLoader workers that ignore SIGTERM) ends here too"* ]]
+  [[ $output == *"no checkpoint was written after the warning: not requeued"* ]]
+  [[ $output != *requeueing* ]]
+  [ "$(head -n 2 "$scratch_dir/e/checkpoints/pids.log")" = $'1 111\n2 222' ]
+  [ "$(wc -l <"$scratch_dir/e/checkpoints/pids.log")" -eq 3 ]
+}
+
 # warned_job LINE: a job on one node (launcher none) whose batch shell gets the warning
 # 1 s after the program starts, with a 6 s grace period (no margin: the program gets 6 s).
 warned_job() {

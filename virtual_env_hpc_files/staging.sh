@@ -192,8 +192,10 @@ _hpc_sync_loop() {
 # What comes back, and how (README.md, "Results"):
 # - only this user's files: an entry of another user (a file planted in a shared results
 #   folder) stays, with its folder's content, and the log says so;
-# - modes are not taken from the node: files arrive as the user's new files do (umask), so
-#   a folder the program left open (777) does not arrive open;
+# - modes are the program's, less the job's umask: a copy removes bits, never adds them
+#   (a 0600 result arrives 0600, a folder the program left open (777) arrives 755 under
+#   umask 022); only the owner gets rwx on folders, so that the next copy can write there;
+#   setuid, setgid and sticky bits are dropped; a later chmod on the node reaches the copy;
 # - a link that leads into the job's node-local folders ($SLURM_TMPDIR, its results) is
 #   copied as what it leads to (the node's folder is removed at the end); any other link
 #   is copied as a link, and the log says where it leads; links are never followed to
@@ -248,7 +250,9 @@ _hpc_results_copy() {
     "${lock[@]}" || true
   fi
   if command -v rsync >/dev/null; then
-    local base=(rsync -lt --sparse --no-perms --chmod=ugo=rwX --partial-dir=.hpc_partial --from0)
+    local modes
+    _hpc_results_chmod_to modes
+    local base=(rsync -lt --sparse --perms "$modes" --partial-dir=.hpc_partial --from0)
     [[ -z ${HPC_RESULTS_BWLIMIT:-} ]] || base+=("--bwlimit=$HPC_RESULTS_BWLIMIT")
     out=$("${tmo[@]}" "${base[@]}" --files-from="$work/copy" -- "$src/" "$dest/" 2>&1) || rc=$?
     if ((rc == 0)) && [[ -s $work/deref ]]; then
@@ -264,6 +268,9 @@ _hpc_results_copy() {
     fi
   fi
   [[ -z $fd ]] || exec {fd}>&-
+  # (tar leaves a folder the program made read-only so: the next copy could not write there)
+  command -v rsync >/dev/null ||
+    find "$dest" -type d -user "$(id -u)" ! -perm -u=rwx -exec chmod u+rwx {} + 2>/dev/null
   if ((rc == 0)); then
     rm -f -- "$dest/.hpc_not_copied"
     return 0
@@ -272,6 +279,24 @@ _hpc_results_copy() {
   ((rc != 124 && rc != 137)) || why="the copy ran out of the time left before Slurm's kill (KillWait)"
   _hpc_results_missing "$src" "$dest" "$work" "$why"
   return 1
+}
+
+# _hpc_results_chmod_to VAR: rsync's --chmod that removes the job's umask from the modes
+# it copies (umask 027: --chmod=g-w,o-rwx,a-st,Du+rwx). The tar copy does the same with
+# --no-same-permissions (tar applies the umask).
+_hpc_results_chmod_to() {
+  local -n _mod=$1
+  local mask i d bits who=(u g o) out=""
+  mask=$(umask)
+  mask=${mask: -3}
+  for i in 0 1 2; do
+    d=${mask:i:1} bits=""
+    ((d & 4)) && bits+=r
+    ((d & 2)) && bits+=w
+    ((d & 1)) && bits+=x
+    [[ -z $bits ]] || out+=${who[i]}-$bits,
+  done
+  _mod="--chmod=${out}a-st,Du+rwx"
 }
 
 # _hpc_results_lists SRC WORK: WORK/copy: this user's entries of SRC (folders, files, and

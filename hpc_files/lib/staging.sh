@@ -277,12 +277,25 @@ hpc_staging_lock_to() {
   local -n _fd=$1
   local dir=$J_SCRATCH_DIR/$HPC_STAGING_DIRNAME
   [[ -d $dir ]] || mkdir -p -- "$dir" || die "cannot create $dir: check that \$SCRATCH is writable"
+  hpc_staging_private "$dir"
   command -v flock >/dev/null || die "flock (util-linux) is not on PATH; it keeps two submissions from writing the same archive"
   exec {_fd}>>"$dir/$2.lock" || die "cannot open the lock file $dir/$2.lock"
   if ! flock -n "$_fd"; then
     say "$3"
     flock "$_fd" || die "could not lock $dir/$2.lock"
   fi
+}
+
+# hpc_staging_private PATH...: PATH (the staging folder, an archive) readable by this user
+# alone (issue 32): the archives hold copies of data and venvs that may be private, and
+# only this user's jobs read them. An earlier version's 0755 folder or 0644 archive is
+# made private too; another user's file is left alone.
+hpc_staging_private() {
+  local p
+  for p; do
+    [[ -O $p && ! -L $p ]] || continue
+    if [[ -d $p ]]; then chmod 700 -- "$p"; else chmod 600 -- "$p"; fi 2>/dev/null || true
+  done
 }
 
 hpc_staging_build() {
@@ -294,6 +307,7 @@ hpc_staging_build() {
   if _hpc_data_state_matches; then
     # Its last submission is now: a prune must not take it before sbatch records the job.
     touch -c -- "$J_DATA_ARCHIVE" 2>/dev/null || true
+    hpc_staging_private "$J_DATA_ARCHIVE" "$state"
     _hpc_data_prune "$dir"
     exec {fd}>&-
     say "data: archive $J_DATA_ARCHIVE is up to date ($J_DATA_ENTRIES entries, $size): reused (decided in $(_hpc_data_elapsed_ms) ms)"
@@ -308,8 +322,8 @@ hpc_staging_build() {
   for old in "$base".tar "$base".tar.*; do
     [[ $old == "$J_DATA_ARCHIVE" || ! -e $old ]] || rm -f -- "$old"
   done
-  if ! printf '%s %s %s %s %s\n' "$J_DATA_SHA" "${J_DATA_ARCHIVE##*/}" "$J_DATA_BYTES" "$J_DATA_ENTRIES" \
-    "$J_DATA_SIZE" >"$state.tmp.$$" ||
+  if ! (umask 077 && printf '%s %s %s %s %s\n' "$J_DATA_SHA" "${J_DATA_ARCHIVE##*/}" "$J_DATA_BYTES" \
+    "$J_DATA_ENTRIES" "$J_DATA_SIZE" >"$state.tmp.$$") ||
     ! mv -f -- "$state.tmp.$$" "$state"; then
     rm -f -- "$state.tmp.$$"
     die "cannot write $state"
@@ -430,7 +444,12 @@ _hpc_data_write_archive() {
     pigz) pack=(pigz -c) ;;
   esac
   # (an if, so that set -e leaves the failure to the message below)
+  # Private from its first byte (umask 077 for the file's creation only), whatever the data's modes.
+  local mask
+  mask=$(umask)
+  umask 077
   if "${tar_cmd[@]}" | "${pack[@]}" >"$tmp"; then status=(0); else status=("${PIPESTATUS[@]}"); fi
+  umask "$mask"
   ((${#progress[@]} == 0)) || printf '\r\033[K' >/dev/tty 2>/dev/null
   for rc in "${status[@]}"; do
     ((rc == 0)) || break

@@ -189,6 +189,7 @@ hpc_venv_local_build() {
   hpc_staging_lock_to fd "venv-$J_VENV_LOCAL_KEY" "venv: another submission is packing this venv; waiting for it"
   if _hpc_venv_local_state_matches; then
     touch -c -- "$J_VENV_LOCAL_ARCHIVE" 2>/dev/null || true # its last submission is now
+    hpc_staging_private "$J_VENV_LOCAL_ARCHIVE" "$J_VENV_LOCAL_STATE"
     _hpc_venv_local_prune "$dir"
     exec {fd}>&-
     human_bytes_to size "$J_VENV_LOCAL_BYTES"
@@ -205,11 +206,16 @@ hpc_venv_local_build() {
   esac
   # tar's --totals ("Total bytes written: N") is the space the copy takes, near enough (a
   # tenth more below, for the disk's blocks): no second walk of the venv for its size.
+  # Private from its first byte (hpc_staging_private), whatever the venv's modes.
+  local mask
+  mask=$(umask)
+  umask 077
   if tar -c -f - --format=gnu --totals -C "$J_VENV" . 2>"$tmp.totals" | "${pack[@]}" >"$tmp"; then
     status=(0)
   else
     status=("${PIPESTATUS[@]}")
   fi
+  umask "$mask"
   local bytes
   bytes=$(sed -n 's/^Total bytes written: \([0-9]*\).*/\1/p' "$tmp.totals" 2>/dev/null)
   grep -v '^Total bytes written' "$tmp.totals" >&2 || true
@@ -224,7 +230,7 @@ hpc_venv_local_build() {
   mv -f -- "$tmp" "$J_VENV_LOCAL_ARCHIVE" || { rm -f -- "$tmp"; die "cannot write $J_VENV_LOCAL_ARCHIVE"; }
   hpc_keep_at_exit "$tmp" "$tmp.totals"
   local state=$J_VENV_LOCAL_STATE
-  if ! printf '%s %s %s\n' "$J_VENV_LOCAL_SHA" "${J_VENV_LOCAL_ARCHIVE##*/}" "$bytes" >"$state.tmp.$$" ||
+  if ! (umask 077 && printf '%s %s %s\n' "$J_VENV_LOCAL_SHA" "${J_VENV_LOCAL_ARCHIVE##*/}" "$bytes" >"$state.tmp.$$") ||
     ! mv -f -- "$state.tmp.$$" "$state"; then
     rm -f -- "$state.tmp.$$"
     die "cannot write $state"

@@ -89,3 +89,45 @@ chain() {
   run chain "$AREA/sticky/rootlink"
   [[ $output == "$AREA/sticky/rootlink belongs to $HPC_OTHER_USER"* ]]
 }
+
+@test "the --data and --venv-to-local archives are the user's alone: another user cannot read them, even with the user's umask 022 (issue 32)" {
+  mkdir -p "$SCRATCH/proj/private/sub"
+  echo secret >"$SCRATCH/proj/private/sub/s.txt"
+  chown -R "$HPC_TEST_USER" "$SCRATCH"
+  chmod 700 "$SCRATCH/proj/private" && chmod 600 "$SCRATCH/proj/private/sub/s.txt"
+  chmod 755 "$SCRATCH" "$SCRATCH/proj"
+  /usr/bin/python3 -m venv --without-pip "$PROJECT/.venv"
+  local profile=$AREA/p.conf
+  printf 'source %q\nHPC_VENV_LOCAL_DIR=%q\n' "$REPO_ROOT/hpc_files/clusters/local.conf" "$AREA/copies/%u" >"$profile"
+  chmod 644 "$profile"
+  mkdir -p "$AREA/stub" && chown "$HPC_TEST_USER" "$AREA/stub"
+  export SBATCH_STUB_LOG=$AREA/stub/sbatch.log
+  run --separate-stderr as_user bash -c 'umask 022; cd "$1" && shift && exec "$@"' _ "$PROJECT" \
+    env HOME="$HOME" SCRATCH="$SCRATCH" PATH="$PATH" SBATCH_STUB_LOG="$SBATCH_STUB_LOG" bash hpc_files/job_submitter.sh \
+    -C "$profile" --venv "$PROJECT/.venv" --venv-to-local --data private --exp-name arch
+  echo "$stderr"
+  [ "$status" -eq 0 ]
+  local staging=$SCRATCH/proj/.hpc_staging a n=0
+  [ "$(stat -c %a "$staging")" = 700 ]
+  for a in "$staging"/*.tar* "$staging"/*.state; do
+    n=$((n + 1))
+    [ "$(stat -c '%a %U' "$a")" = "600 $HPC_TEST_USER" ]
+  done
+  ((n >= 4))
+  for a in "$staging"/[0-9a-f]*.tar*; do
+    run as_other tar -xOf "$a"
+    [ "$status" -ne 0 ]
+    [[ $output != *secret* ]]
+  done
+  # An archive of an earlier version (0644 in a 0755 folder) is made private when reused.
+  chmod 755 "$staging" && chmod 644 "$staging"/*.tar*
+  run --separate-stderr as_user bash -c 'umask 022; cd "$1" && shift && exec "$@"' _ "$PROJECT" \
+    env HOME="$HOME" SCRATCH="$SCRATCH" PATH="$PATH" SBATCH_STUB_LOG="$SBATCH_STUB_LOG" bash hpc_files/job_submitter.sh \
+    -C "$profile" --venv "$PROJECT/.venv" --venv-to-local --data private --exp-name arch2
+  [ "$status" -eq 0 ]
+  [[ $stderr == *reused* ]]
+  [ "$(stat -c %a "$staging")" = 700 ]
+  for a in "$staging"/*.tar*; do
+    [ "$(stat -c %a "$a")" = 600 ]
+  done
+}

@@ -287,3 +287,42 @@ job() {
   [[ $stderr == *"results: not copied: a.txt"* && $stderr == *"results: not copied: sub/b.txt"* ]]
   [ "$(sort "$DEST/.hpc_not_copied" | tr '\n' ' ')" = "a.txt sub/b.txt " ]
 }
+
+# no_rsync_path: PATH as now, less rsync (the tar copy-back).
+no_rsync_path() {
+  local bin=$BATS_TEST_TMPDIR/norsync tool
+  mkdir -p "$bin"
+  for tool in /usr/local/bin/* /usr/bin/* /bin/*; do
+    [[ ${tool##*/} != rsync && ! -e $bin/${tool##*/} ]] || continue
+    ln -s "$tool" "$bin/${tool##*/}"
+  done
+  printf '%s' "$bin"
+}
+
+@test "results keep the modes the program gave them: a copy removes bits (umask), never adds them; a later chmod reaches the copy too (issue 32)" {
+  local body='umask 022; cd "$HPC_RESULTS_DIR"
+    echo s >secret.txt && chmod 600 secret.txt
+    mkdir private && chmod 700 private && echo p >private/p.txt && chmod 600 private/p.txt
+    echo g >group.txt && chmod 640 group.txt
+    echo r >ro.txt && chmod 444 ro.txt
+    echo w >later.txt && chmod 644 later.txt
+    mkdir ro_dir && echo in >ro_dir/in.txt && chmod 555 ro_dir
+    hpc_results_sync >/dev/null
+    chmod 600 later.txt && chmod 640 ro_dir/in.txt 2>/dev/null; exit 0'
+  local pathes=("$PATH" "$(no_rsync_path)") p
+  for p in "${pathes[@]}"; do
+    rm -rf -- "$DEST"
+    PATH=$p job "$body"
+    echo "$output"; echo "$stderr"
+    [ "$status" -eq 0 ]
+    [ "$(stat -c %a "$DEST/secret.txt")" = 600 ]
+    [ "$(stat -c %a "$DEST/private")" = 700 ]
+    [ "$(stat -c %a "$DEST/private/p.txt")" = 600 ]
+    [ "$(stat -c %a "$DEST/group.txt")" = 640 ]
+    [ "$(stat -c %a "$DEST/ro.txt")" = 444 ]
+    [ "$(stat -c %a "$DEST/later.txt")" = 600 ]
+    [ "$(cat "$DEST/ro_dir/in.txt")" = in ]
+    (($(stat -c '0%a' "$DEST/ro_dir") & 8#022)) && false
+    chmod -R u+w "$DEST"
+  done
+}

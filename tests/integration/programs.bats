@@ -222,3 +222,24 @@ for r in rows:
   [ "$(job_states "$JOB_ID")" = "${JOB_ID}_0|COMPLETED|0:0" ]
   grep -q "^step 1" "$SCRATCH/proj/pipe/results/task_0/out.txt"
 }
+
+@test "Hydra app, unchanged, as an array started together: each task writes its own folder (results/task_i), none in the project's outputs/; -m sweeps too" {
+  "$PROJECT/.venv/bin/python" -c 'import hydra' ||
+    { echo "hydra-core is not in the test venv: run bash tests/setup/install_deps.sh" >&2; return 1; }
+  printf '%s\n' 'python hydra_app.py optimizer.lr=0.1 model.depth=1' 'python hydra_app.py optimizer.lr=0.2 model.depth=2' \
+    'python hydra_app.py optimizer.lr=0.3 model.depth=3' 'python hydra_app.py -m optimizer.lr=0.4,0.5 seconds=0' \
+    >"$PROJECT/experiment_configurations.txt"
+  submit --exp-name hy --time 5
+  [[ $stderr == *"note: line(s) 1, 2, 3, 4 run a Hydra app (hydra_app.py) that chooses no run folder"* ]]
+  wait_job "$JOB_ID" 240
+  job_states "$JOB_ID"
+  [ "$(job_states "$JOB_ID" | grep -c '|COMPLETED|0:0$')" -eq 4 ]
+  local r=$SCRATCH/proj/hy/results k
+  for k in 1 2 3; do
+    [ "$(cat "$r/task_$((k - 1))/result.txt")" = "lr=0.$k depth=$k" ]
+    grep -q "optimizer.lr=0.$k" "$r/task_$((k - 1))/.hydra/overrides.yaml"
+  done
+  [ "$(cat "$r/task_3/0/result.txt")" = "lr=0.4 depth=1" ]
+  [ "$(cat "$r/task_3/1/result.txt")" = "lr=0.5 depth=1" ]
+  [ ! -e "$PROJECT/outputs" ] && [ ! -e "$PROJECT/multirun" ]
+}

@@ -32,29 +32,29 @@ hpc_runs_exports() {
   fi
 }
 
-# hpc_runs_folders_to ARRAY: the checkpoint folders this submission's lines use.
-hpc_runs_folders_to() {
-  local -n _dirs=$1
-  local base=$J_SCRATCH_DIR/$J_EXP_NAME/checkpoints i n=${#J_COMMANDS[@]}
-  _dirs=()
-  if ((n > 1)) || [[ -n ${J_PACK:-} ]]; then
-    for ((i = 0; i < n; i++)); do _dirs+=("$base/task_$i"); done
-  else
-    _dirs=("$base")
-  fi
-}
-
 # hpc_runs_taken_to ARRAY: the folders of this submission that hold checkpoints (which a
-# new submission never owns).
+# new submission never owns), in line order. Its lines use <exp>/checkpoints (one line)
+# or <exp>/checkpoints/task_I (line I of an array or packed job). Only the folders that
+# exist are looked at: one listing, not a test per line (20,000 lines).
 hpc_runs_taken_to() {
   local -n _taken=$1
-  local -a _all
-  local d
+  local base=$J_SCRATCH_DIR/$J_EXP_NAME/checkpoints n=${#J_COMMANDS[@]} d i
+  local -a _present=()
   _taken=()
-  hpc_runs_folders_to _all
-  for d in "${_all[@]}"; do
-    ! hpc_ckpt_has_files "$d" || _taken+=("$d")
-  done
+  if ((n > 1)) || [[ -n ${J_PACK:-} ]]; then
+    [[ -d $base ]] || return 0
+    for d in "$base"/task_*; do
+      i=${d##*/task_}
+      if [[ $i == 0 || ($i == [1-9]* && $i != *[!0-9]* && ${#i} -le 9) ]] && ((i < n)); then
+        _present[i]=1
+      fi
+    done
+    for i in "${!_present[@]}"; do
+      ! hpc_ckpt_has_files "$base/task_$i" || _taken+=("$base/task_$i")
+    done
+  else
+    ! hpc_ckpt_has_files "$base" || _taken+=("$base")
+  fi
 }
 
 # hpc_runs_check: refuse (exit 2) a submission that would take another run's checkpoints

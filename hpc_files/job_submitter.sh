@@ -211,6 +211,8 @@ main() {
   local tasks
   hpc_task_count_to tasks
   confirm_large_array "$tasks"
+  # The experiment is this submission's from here until its jobs are in the ledger (runs.sh).
+  hpc_runs_claim "job_submitter.sh --exp-name $J_EXP_NAME"
   HPC_DIE_STATUS=1 # from here on a failure is the machine's or Slurm's, not the input's
   hpc_code_snapshot
   hpc_plan_each_distinct J_DATA_ARCHIVE hpc_staging_build # each chunk's --data archive

@@ -57,6 +57,8 @@ hpc_ledger_append() {
   printf '%s' "$1" >&"$fd" ||
     warn "submitted, but $ledger could not be updated: hpc status will not list it"
   exec {fd}>&-
+  # Jobs are in: the experiment's lock file (hpc_runs_claim) stays.
+  [[ -z ${HPC_RUNS_LOCK:-} ]] || hpc_keep_at_exit "$HPC_RUNS_LOCK"
 }
 
 # hpc_submission_lock FILE HOLDER WHAT: hold, until this process exits, a lock on FILE (a

@@ -15,8 +15,8 @@ hpc_rerun_check_args() {
     a=$1
     shift
     case $a in
-      --rerun) shift ;;
-      --rerun=* | -n | --dry-run | -y | --yes) ;;
+      --rerun | --remote) shift ;; # (--remote: where it runs, remote.sh)
+      --rerun=* | --remote=* | -n | --dry-run | -y | --yes) ;;
       *) die "--rerun takes every setting from the submission's kept batch scripts: drop ${a%%=*} (to change resources or lines, submit again without --rerun)" ;;
     esac
   done
@@ -285,6 +285,8 @@ hpc_rerun() {
     _rerun_read_plan "$plan"
   fi
   J_EXP_NAME=$RERUN_EXP J_SUBMISSION_ID=$RERUN_EXP-$1 J_RERUN_OF=$RERUN_OF
+  # Its experiment too: not beside another submission of it that is queued or running.
+  ((OPT_DRY_RUN)) || hpc_runs_claim "job_submitter.sh --rerun $OPT_RERUN"
   _rerun_print_tasks
   _rerun_warn_own_failures
   if ((OPT_DRY_RUN)); then

@@ -111,6 +111,26 @@ hpc_runs_check_active() {
   done <<<"$queued"
 }
 
+# hpc_runs_claim WHAT: claim the experiment for this submission: under its lock
+# (hpc_outputs/jobs/.EXP.lock, an flock held until this process exits, so across sbatch and
+# the ledger's append), check again that none of its submissions is queued or running. Of
+# two submissions of one experiment at once, the second is refused (exit 1) naming the
+# first; one that comes after the first has submitted finds its jobs (exit 2). WHAT: the
+# command, for the lock's note. Sweeps (their agents continue their own folders) only lock.
+hpc_runs_claim() {
+  local lock=$J_SCRATCH_DIR/hpc_outputs/jobs/.$J_EXP_NAME.lock
+  local fd=${HPC_SUBMISSION_LOCK_FD:-} holder=${HPC_SUBMISSION_HOLDER:-}
+  [[ -d ${lock%/*} ]] || mkdir -p -- "${lock%/*}" ||
+    die "cannot create ${lock%/*}: check that \$SCRATCH is writable"
+  # Made here, it goes again if nothing is submitted (hpc_ledger_append keeps it).
+  [[ -e $lock ]] || { HPC_RUNS_LOCK=$lock && hpc_remove_at_exit "$lock"; }
+  hpc_submission_lock "$lock" "$lock" "experiment '$J_EXP_NAME'"
+  hpc_submission_lock_note "$1"
+  # (a lock taken before, a rerun's or a sweep's, keeps its own note)
+  HPC_SUBMISSION_LOCK_FD=$fd HPC_SUBMISSION_HOLDER=$holder
+  hpc_sweep_requested || hpc_runs_check_active
+}
+
 # hpc_runs_fresh_plan_to ARRAY: "FROM<TAB>TO" for every folder --fresh moves aside: to
 # <exp>/old_checkpoints/<folder name>.<job>-<when it was submitted>.
 hpc_runs_fresh_plan_to() {

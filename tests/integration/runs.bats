@@ -90,6 +90,40 @@ setup() {
   wait_job "$JOB_ID" 120
 }
 
+@test "two submissions of one experiment started at the same moment: exactly one is queued; a --rerun beside a newer running submission is refused" {
+  printf '%s\n' 'sleep 60' >"$PROJECT/experiment_configurations.txt"
+  local i rcs
+  for i in 1 2; do
+    (rc=0 && submitter --exp-name r3 --venv none --time 5 >"$BATS_TEST_TMPDIR/$i.out" 2>&1 || rc=$? && echo "$rc" >"$BATS_TEST_TMPDIR/$i.rc") &
+  done
+  wait
+  cat "$BATS_TEST_TMPDIR"/[12].out "$BATS_TEST_TMPDIR"/[12].rc
+  rcs=$(sort "$BATS_TEST_TMPDIR"/[12].rc | tr '\n' ' ')
+  [[ $rcs == "0 "[12]" " ]]
+  grep -q "experiment 'r3' is being submitted right now by another job_submitter.sh\|of experiment 'r3' is still queued or running" "$BATS_TEST_TMPDIR"/[12].out
+  [ "$(squeue -h -n r3 -o %i | wc -l)" -eq 1 ]
+  [ "$(wc -l <"$SCRATCH/proj/hpc_outputs/jobs/submissions.tsv")" -eq 1 ]
+  local running
+  running=$(squeue -h -n r3 -o %i)
+  scancel "$running"
+  wait_job "$running" 120
+
+  # --rerun of an older submission while a newer one of the experiment runs: refused.
+  printf '%s\n' 'exit 3' >"$PROJECT/experiment_configurations.txt"
+  submit --exp-name r3 --venv none --time 5
+  local old=$JOB_ID
+  wait_job "$old" 120
+  printf '%s\n' 'sleep 60' >"$PROJECT/experiment_configurations.txt"
+  submit --exp-name r3 --venv none --time 5
+  run --separate-stderr submitter --rerun "$old"
+  echo "$stderr"
+  [ "$status" -eq 2 ]
+  [[ $stderr == *"(job $JOB_ID) of experiment 'r3' is still queued or running"* ]]
+  [ "$(squeue -h -n r3 -o %i)" = "$JOB_ID" ]
+  scancel "$JOB_ID"
+  wait_job "$JOB_ID" 120
+}
+
 @test "the Lightning hook loads hpc_ckpt_N.ckpt only when the run resumes: its own attempt or --resume, never a new run's first" {
   project_venv # torch, lightning
   printf 'python lightning_unchanged.py --max-steps 60 --out outputs/$HPC_INIT_FROM\n' >"$PROJECT/experiment_configurations.txt"

@@ -56,7 +56,7 @@ old_run() {
   run --separate-stderr submitter --exp-name e --resume
   [ "$status" -eq 0 ]
   grep -qx "export HPC_RESUME='yes'" "$SBATCH_STUB_LOG.script.1"
-  grep -q "^export HPC_SUBMISSION_ID='e-[0-9]\{8\}-[0-9]\{6\}-[0-9]*'$" "$SBATCH_STUB_LOG.script.1"
+  grep -q "^export HPC_SUBMISSION_ID='e-[0-9]\{8\}-[0-9]\{6\}-[0-9]*-[0-9a-f]\{4\}'$" "$SBATCH_STUB_LOG.script.1"
   [ "$(cat "$CK/ckpt.pt")" = weights ]
   run --separate-stderr submitter --exp-name other
   [ "$status" -eq 0 ]
@@ -112,6 +112,33 @@ squeue_stub() {
   run --separate-stderr submitter --exp-name e --resume
   [ "$status" -eq 0 ]
   [ "$(sbatch_calls)" -eq 2 ]
+}
+
+@test "two submissions of one experiment started at the same moment: exactly one is submitted, the other is refused naming it" {
+  # sbatch takes a second (the first holds the experiment meanwhile); squeue knows the
+  # first's job once it is in the ledger, as Slurm would.
+  local ledger=$SCRATCH/proj/hpc_outputs/jobs/submissions.tsv i
+  mkdir -p "$BATS_TEST_TMPDIR/slow"
+  printf '#!/usr/bin/env bash\n[[ $1 == --version ]] || sleep 1\nexec %q "$@"\n' "$(command -v sbatch)" >"$BATS_TEST_TMPDIR/slow/sbatch"
+  chmod +x "$BATS_TEST_TMPDIR/slow/sbatch"
+  export PATH=$BATS_TEST_TMPDIR/slow:$PATH
+  squeue_stub "[[ -e '$ledger' ]] && cut -f2,3 '$ledger' | tr '\\t' ' ' || true"
+  for i in 1 2; do
+    (rc=0 && submitter --exp-name e >"$BATS_TEST_TMPDIR/$i.out" 2>&1 || rc=$? && echo "$rc" >"$BATS_TEST_TMPDIR/$i.rc") &
+  done
+  wait
+  cat "$BATS_TEST_TMPDIR"/[12].out "$BATS_TEST_TMPDIR"/[12].rc
+  [[ $(sort "$BATS_TEST_TMPDIR"/[12].rc | tr '\n' ' ') == "0 "[12]" " ]]
+  [ "$(wc -l <"$ledger")" -eq 1 ]
+  grep -q "experiment 'e' is being submitted right now by another job_submitter.sh\|of experiment 'e' is still queued or running" "$BATS_TEST_TMPDIR"/[12].out
+  # The lock file stays (its note names the last holder); a refused one made nothing else.
+  [ -f "$SCRATCH/proj/hpc_outputs/jobs/.e.lock" ]
+}
+
+@test "a refused submission that made the experiment's lock file removes it again" {
+  SBATCH_STUB_FAIL="Requested node configuration is not available" run --separate-stderr submitter -e x
+  [ "$status" -eq 1 ]
+  [ -z "$(find "$SCRATCH" -type f)" ]
 }
 
 # job LINE [BODY]: a job on one node without Slurm: its own submission id e-1, line 0.

@@ -77,7 +77,7 @@ HPC_TOOLKIT_DIR=${BASH_SOURCE[0]}
 HPC_TOOLKIT_DIR=${HPC_TOOLKIT_DIR%/*}
 # shellcheck source=hpc_files/lib/hpc_lib.sh
 source "$HPC_TOOLKIT_DIR/lib/hpc_lib.sh"
-for _part in options profile validate resources configs blocks count_args plan sbatch submit ledger coderecord mail local venv venv_local container staging wandb_key sweep arrays cluster rerun pack runs hydra; do
+for _part in options profile validate resources configs blocks count_args plan sbatch submit ledger coderecord mail local venv venv_local container staging wandb_key sweep arrays cluster rerun pack runs remote hydra; do
   # shellcheck source=/dev/null
   source "$HPC_TOOLKIT_DIR/lib/$_part.sh"
 done
@@ -112,6 +112,7 @@ prepare() {
   hpc_parse_options "$@"
   ((OPT_HELP == 0)) || return 0
   hpc_profile_load "${OPT_CLUSTER:-${HPC_CLUSTER:-generic}}" "$HPC_TOOLKIT_DIR/clusters"
+  ! hpc_remote_requested || return 0 # --remote: judged by the login node's side (remote.sh)
   if [[ -n $OPT_RERUN ]]; then # everything else comes from the kept scripts (rerun.sh)
     hpc_wandb_key_drop
     hpc_rerun_check_args "$@"
@@ -173,6 +174,10 @@ main() {
   if ((OPT_HELP)); then
     usage
     return 0
+  fi
+  if hpc_remote_requested; then
+    hpc_remote_submit "$source_dir" "$@"
+    return
   fi
   if [[ -n $OPT_RERUN ]]; then
     hpc_rerun "$stamp"

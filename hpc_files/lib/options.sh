@@ -81,6 +81,7 @@ hpc_submit_options() {
   hpc_option - --interactive flag '' OPT_INTERACTIVE '' "a shell on a compute node with the job's resources and environment (salloc + srun --pty)"
   hpc_option - --task value I OPT_TASK 'every line (--local)' 'with --local or --interactive: only array task I (line I+1 of the configs file)'
   hpc_option - --port value N OPT_PORT '' 'with --interactive: print the ssh -L N:NODE:N LOGIN line to reach port N of the node (TensorBoard, Jupyter)'
+  hpc_option - --remote value HOST OPT_REMOTE 'profile (HPC_REMOTE), else here' "submit from this machine on HOST's login node over one reused ssh connection: the code copied with rsync to HPC_REMOTE_DIR (~/<project>), job_submitter.sh run there with the same options; none = here"
   hpc_option - --rerun value JOB_ID OPT_RERUN '' "submit again the tasks of JOB_ID's submission that did not end COMPLETED, from its kept batch scripts: same resources, settings and line indices; refused while any of its tasks is queued or running; only --dry-run and --yes go with it"
   hpc_option - --pack value N OPT_PACK 1 'run N lines at once in each job, each on 1/N of its GPUs (or CPUs); with --local: every line on this machine, N at once'
   hpc_option - --lines-per-job value K OPT_LINES_PER_JOB N 'each job runs K lines, --pack N at a time'

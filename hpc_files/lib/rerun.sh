@@ -93,8 +93,11 @@ _rerun_read_plan() {
       *) _rerun_bad_plan "record '$kind'" ;;
     esac
   done <<<"$head"
-  tasks=$odd$tasks
-  [[ -z $tasks ]] || _rerun_read_tasks "${tasks%$'\n'}"
+  # (no ${tasks%...} on the whole text: bash takes seconds per MB to find no match)
+  if [[ -n $odd ]]; then
+    [[ -n $tasks ]] && tasks=$odd$tasks || tasks=${odd%$'\n'}
+  fi
+  [[ -z $tasks ]] || _rerun_read_tasks "$tasks"
   { [[ -n $RERUN_OF ]] && ((${#RERUN_SCRIPTS[@]} && ${#RERUN_TASKS[@]})); } ||
     _rerun_bad_plan "no submission, script or task"
 }
@@ -158,20 +161,16 @@ hpc_rerun_script_text_to() {
   [[ $spec == - ]] || ((found)) || die "$script has no #SBATCH --array line: it was edited; submit the lines again without --rerun"
 }
 
-# _rerun_print_tasks: which lines are rerun, and why.
+# _rerun_print_tasks: which lines are rerun, and why (one awk for every task: a bash
+# loop took seconds for 20,000).
 _rerun_print_tasks() {
-  local entry n sid state code lines detail
   printf 'Rerun of submission %s (job(s) %s): %d task(s) did not complete:\n' \
     "$RERUN_OF" "$RERUN_IDS" "${#RERUN_TASKS[@]}"
-  for entry in "${RERUN_TASKS[@]}"; do
-    IFS=$'\t' read -r n sid state code lines detail <<<"$entry"
-    [[ $code == - ]] || state+=" (exit $code)"
-    if [[ $lines == - ]]; then
-      printf '  task %d (line %d): %s, was %s\n' "$n" "$((n + 1))" "$state" "$sid"
-    else # a packed job (--pack): the whole job runs again
-      printf '  task %d (packed, lines %s): %s, was %s; %s\n' "$n" "$lines" "$state" "$sid" "$detail"
-    fi
-  done
+  printf '%s\n' "${RERUN_TASKS[@]}" | LC_ALL=C awk -F '\t' '{
+    state = $3 ($4 == "-" ? "" : " (exit " $4 ")")
+    if ($5 == "-") printf "  task %s (line %d): %s, was %s\n", $1, $1 + 1, state, $2
+    else printf "  task %s (packed, lines %s): %s, was %s; %s\n", $1, $5, state, $2, $6 # a packed job: the whole job runs again
+  }'
 }
 
 # _rerun_warn_own_failures: a task whose program ended with an exit code of its own (Slurm
@@ -179,22 +178,18 @@ _rerun_print_tasks() {
 # what it runs was fixed since: say so, naming them. Not preemption, time, memory or a
 # node: those are what --rerun is for.
 _rerun_warn_own_failures() {
-  local entry n sid state code lines detail named=() rc
-  for entry in "${RERUN_TASKS[@]}"; do
-    IFS=$'\t' read -r n sid state code lines detail <<<"$entry"
-    [[ $state == FAILED && $code =~ ^([0-9]+):0$ ]] || continue
-    rc=${BASH_REMATCH[1]}
-    ((rc != 0 && rc != 75 && rc != 124)) || continue
-    if [[ $lines == - ]]; then
-      named+=("task $n (line $((n + 1)), exit $rc)")
-    else
-      named+=("task $n (packed lines $lines, exit $rc)")
-    fi
-  done
-  ((${#named[@]})) || return 0
-  local list
-  printf -v list '%s, ' "${named[@]}"
-  warn "${#named[@]} task(s) failed on their program's own exit code (not preemption, time or a node): ${list%, }. --rerun runs the same line(s) again: unless you fixed what they run (the code, its data), they fail the same way; a wrong line (a typo in it) needs a new submission with the line fixed, not --rerun"
+  local named count
+  named=$(printf '%s\n' "${RERUN_TASKS[@]}" | LC_ALL=C awk -F '\t' '
+    $3 == "FAILED" && $4 ~ /^[0-9]+:0$/ {
+      rc = substr($4, 1, index($4, ":") - 1)
+      if (rc + 0 == 0 || rc + 0 == 75 || rc + 0 == 124) next
+      n++
+      list = list (n > 1 ? ", " : "") "task " $1 ($5 == "-" ? " (line " ($1 + 1) : " (packed lines " $5) ", exit " rc ")"
+    }
+    END { if (n) print n " " list }')
+  [[ -n $named ]] || return 0
+  count=${named%% *} named=${named#* }
+  warn "$count task(s) failed on their program's own exit code (not preemption, time or a node): $named. --rerun runs the same line(s) again: unless you fixed what they run (the code, its data), they fail the same way; a wrong line (a typo in it) needs a new submission with the line fixed, not --rerun"
 }
 
 # _rerun_dry_run: what --rerun would submit; nothing written.

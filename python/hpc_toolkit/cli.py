@@ -24,7 +24,7 @@ from hpc_toolkit.attempts import Attempt, attempts_dir, attempts_summary, read_a
 from hpc_toolkit.console import ScratchOpt, command_app, die, render_table, warn
 from hpc_toolkit.jobenv import JobEnv, JobEnvError
 from hpc_toolkit.packing import Packing, packing_of
-from hpc_toolkit.remote import RemoteOpt, forward
+from hpc_toolkit.remote import RemoteOpt, forward, words
 from hpc_toolkit.rerun import compress
 from hpc_toolkit.slurm import (
     FINISHED,
@@ -99,6 +99,11 @@ def _rerun_chain(groups: list[Group]) -> dict[str, list[str]]:
     return out
 
 
+def _no_scratch_dir(scratch_dir: Path | None) -> None:
+    if scratch_dir is not None:
+        die("--scratch-dir names a folder of this machine: leave it out with --remote", 2)
+
+
 @app.command()
 def status(
     target: Annotated[
@@ -128,7 +133,10 @@ def status(
     Slurm started the task, and how it ended) come from the job's own record.
     """
     if remote:
-        forward(remote)
+        _no_scratch_dir(scratch_dir)
+        opts = {"--exp-name": exp_name, "--last": last, "--summary": summary,
+                "--efficiency": efficiency, "--json": as_json}  # fmt: skip
+        forward(remote, words("status", [target], opts))
     scratch, groups = _load(scratch_dir)
     chain = _rerun_chain(groups)
     only_task: str | None = None
@@ -418,7 +426,10 @@ def logs(
     own log, and --line I shows line I's.
     """
     if remote:
-        forward(remote, tty=follow and sys.stdin.isatty())
+        _no_scratch_dir(scratch_dir)
+        opts = {"--task": task_no, "--line": line_no, "--follow": follow, "--failed": failed,
+                "--lines": lines}  # fmt: skip
+        forward(remote, words("logs", [target], opts), tty=follow and sys.stdin.isatty())
     scratch, groups = _load(scratch_dir)
     group, task_id = _target(target, groups)
     packings = _Packings(scratch)
@@ -552,7 +563,8 @@ def cancel(
         asked = f"Cancel {target} on {remote}?"
         if not yes and not (sys.stdin.isatty() and typer.confirm(asked, err=True)):
             die(f"nothing cancelled (not on a terminal: --yes cancels {target} on {remote})", 2)
-        forward(remote, extra=["--yes"])
+        _no_scratch_dir(scratch_dir)
+        forward(remote, words("cancel", [target], {"--yes": True}))
     _scratch, groups = _load(scratch_dir)
     group, task_id = _target(target, groups)
     # By number and by the name the job was given: a number the ledger holds can belong to

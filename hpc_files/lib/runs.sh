@@ -155,7 +155,41 @@ hpc_runs_fresh_plan_to() {
   done
 }
 
-# hpc_runs_fresh_note: --dry-run: what --fresh would move.
+# hpc_runs_results_plan_to VAR: "FROM<TAB>TO" when this submission starts a new run of the
+# experiment (not --resume, not a sweep, results copied back) and <exp>/results holds what
+# an earlier run copied back: it goes to <exp>/old_results/results.job<J>-<when>, the
+# experiment's latest job in the ledger and its submission time (else the folder's time),
+# so that two runs' results never mix. "" when nothing moves. A --rerun continues its run
+# and keeps them (it does not come here).
+hpc_runs_results_plan_to() {
+  local -n _move=$1
+  local from=$J_SCRATCH_DIR/$J_EXP_NAME/results ledger=$J_SCRATCH_DIR/hpc_outputs/jobs/submissions.tsv
+  local job="" when="" name to k
+  local -a f
+  _move=""
+  ((${OPT_RESUME:-0} == 0)) && [[ ${J_RESULTS_FOLDER:-results} != none ]] || return 0
+  ! hpc_sweep_requested || return 0
+  [[ -d $from && -n $(find "$from" ! -type d -print -quit 2>/dev/null) ]] || return 0
+  if [[ -r $ledger ]]; then
+    while IFS=$'\t' read -r -a f; do
+      [[ ${f[2]:-} == "$J_EXP_NAME" && ${f[6]:-job} == job && ${f[1]:-} =~ ^[0-9]+$ ]] || continue
+      job=${f[1]} when=${f[0]}
+    done <"$ledger"
+  fi
+  if [[ $when =~ ^([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2}) ]]; then
+    when=${BASH_REMATCH[1]}${BASH_REMATCH[2]}${BASH_REMATCH[3]}-${BASH_REMATCH[4]}${BASH_REMATCH[5]}${BASH_REMATCH[6]}
+  else
+    when=$(date -r "$from" +%Y%m%d-%H%M%S 2>/dev/null) || when=unknown
+  fi
+  name=results.job${job:-unknown}-$when
+  to=$J_SCRATCH_DIR/$J_EXP_NAME/old_results/$name
+  k=1
+  while [[ -e $to ]]; do to=$J_SCRATCH_DIR/$J_EXP_NAME/old_results/$name.$((k++)); done
+  _move=$from$'\t'$to
+}
+
+# hpc_runs_fresh_note: --dry-run: what --fresh would move, and the earlier results a new
+# run moves aside.
 hpc_runs_fresh_note() {
   local -a moves
   local m
@@ -163,12 +197,23 @@ hpc_runs_fresh_note() {
   for m in "${moves[@]}"; do
     say "--fresh would keep ${m%%$'\t'*} as ${m#*$'\t'} (not moved: --dry-run)"
   done
+  hpc_runs_results_plan_to m
+  [[ -z $m ]] ||
+    say "an earlier run's results in ${m%%$'\t'*} would be kept as ${m#*$'\t'}, for this run's own (not moved: --dry-run; --resume keeps them in place)"
 }
 
-# hpc_runs_fresh_move: --fresh, just before sbatch: the old checkpoints go aside.
+# hpc_runs_fresh_move: just before sbatch: the old checkpoints go aside (--fresh), and the
+# results of an earlier run (a new run: hpc_runs_results_plan_to).
 hpc_runs_fresh_move() {
   local -a moves
   local m from to
+  hpc_runs_results_plan_to m
+  if [[ -n $m ]]; then
+    from=${m%%$'\t'*} to=${m#*$'\t'}
+    { mkdir -p -- "${to%/*}" && mv -- "$from" "$to"; } ||
+      die "could not move the earlier results $from to $to; nothing was submitted"
+    say "the results of an earlier run of '$J_EXP_NAME' are kept as $to: this run's own go to $from (--resume continues a run and keeps them)"
+  fi
   hpc_runs_fresh_plan_to moves
   for m in "${moves[@]}"; do
     from=${m%%$'\t'*} to=${m#*$'\t'}

@@ -124,6 +124,21 @@ setup() {
   wait_job "$JOB_ID" 120
 }
 
+@test "a second run of an experiment never mixes its results with the first run's: they are kept aside, and it says so" {
+  printf '%s\n' 'echo one >"$HPC_RESULTS_DIR/b.txt"' >"$PROJECT/experiment_configurations.txt"
+  submit --exp-name r4 --venv none --time 5
+  local first=$JOB_ID res=$SCRATCH/proj/r4/results
+  wait_job "$first" 120
+  [ "$(cat "$res/b.txt")" = one ]
+  printf '%s\n' 'echo two >"$HPC_RESULTS_DIR/a.txt"' >"$PROJECT/experiment_configurations.txt"
+  submit --exp-name r4 --venv none --time 5
+  echo "$stderr"
+  [[ $stderr == *"the results of an earlier run of 'r4' are kept as $SCRATCH/proj/r4/old_results/results.job$first-"* ]]
+  wait_job "$JOB_ID" 120
+  [ "$(ls -A "$res")" = a.txt ]
+  [ "$(cat "$SCRATCH"/proj/r4/old_results/results.job"$first"-*/b.txt)" = one ]
+}
+
 @test "the Lightning hook loads hpc_ckpt_N.ckpt only when the run resumes: its own attempt or --resume, never a new run's first" {
   project_venv # torch, lightning
   printf 'python lightning_unchanged.py --max-steps 60 --out outputs/$HPC_INIT_FROM\n' >"$PROJECT/experiment_configurations.txt"

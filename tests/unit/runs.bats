@@ -141,6 +141,29 @@ squeue_stub() {
   [ -z "$(find "$SCRATCH" -type f)" ]
 }
 
+@test "a new run keeps an earlier run's results aside and says so; --dry-run only says so; --resume and --results-dir none leave them" {
+  local res=$SCRATCH/proj/e/results old
+  mkdir -p "$res/task_1"
+  echo b >"$res/task_1/b.txt"
+  run --separate-stderr submitter --exp-name e --dry-run
+  [ "$status" -eq 0 ]
+  [[ $stderr == *"an earlier run's results in $res would be kept as $SCRATCH/proj/e/old_results/results.jobunknown-"*" (not moved: --dry-run; --resume keeps them in place)"* ]]
+  [ -f "$res/task_1/b.txt" ]
+  run --separate-stderr submitter --exp-name e --resume
+  [ "$status" -eq 0 ] && [[ $stderr != *"earlier run"* ]]
+  run --separate-stderr submitter --exp-name e --results-dir none
+  [ "$status" -eq 0 ] && [[ $stderr != *"earlier run"* ]]
+  [ -f "$res/task_1/b.txt" ]
+  run --separate-stderr submitter --exp-name e # the ledger's latest job of e: 4243
+  [ "$status" -eq 0 ]
+  old=$(echo "$SCRATCH"/proj/e/old_results/results.job4243-*)
+  [[ $stderr == *"the results of an earlier run of 'e' are kept as $old: this run's own go to $res"* ]]
+  [ "$(cat "$old/task_1/b.txt")" = b ]
+  [ ! -e "$res" ]
+  run --separate-stderr submitter --exp-name e
+  [ "$status" -eq 0 ] && [[ $stderr != *"earlier run"* ]]
+}
+
 # job LINE [BODY]: a job on one node without Slurm: its own submission id e-1, line 0.
 job() {
   job_side_env

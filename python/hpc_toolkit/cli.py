@@ -616,8 +616,12 @@ def cancel(
 def why(
     target: Annotated[str, typer.Argument(help="JOB, JOB_TASK, or EXP (its latest submission).")],
     scratch_dir: ScratchOpt = None,
+    remote: RemoteOpt = None,
 ) -> None:
     """Why a job waits, in words, and what to change (from scontrol show job)."""
+    if remote:
+        _no_scratch_dir(scratch_dir)
+        forward(remote, words("why", [target], {}))
     ids = [target]
     if not JOB_ID.match(target):
         _scratch, groups = _load(scratch_dir)

@@ -42,6 +42,7 @@ from hpc_toolkit.submissions import (
     read_submissions,
     ref_key,
 )
+from hpc_toolkit.tracking import expected_tasks
 
 # A script or commands file whose mtime is later than the ledger's time of its submission
 # by more than this was edited since (the files are written just before sbatch; the slack
@@ -231,7 +232,7 @@ def plan(
             f"this one ({here}): its job numbers here are other jobs'. Run --rerun on "
             f"{group.cluster}"
         )
-    q = query_tasks(group.refs, run)
+    q = query_tasks(group.refs, run, expected_tasks([group]))
     active: list[str] = []
     unknown: list[str] = []
     rerun: dict[str, list[int]] = {}

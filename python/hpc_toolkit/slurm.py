@@ -315,10 +315,15 @@ def _from_jobcomp(ids: Mapping[str, JobRef], run: Runner, q: TaskQuery) -> dict[
 
 
 def query_tasks(
-    job_ids: Sequence[str] | Mapping[str, JobRef], run: Runner = run_command
+    job_ids: Sequence[str] | Mapping[str, JobRef],
+    run: Runner = run_command,
+    expected: Mapping[str, Sequence[int | None]] | None = None,
 ) -> TaskQuery:
     """States per task of `job_ids` (or of JobRefs by key: the rows their submissions made),
-    from the first sources that know them (module doc)."""
+    from the first sources that know them (module doc). `expected`: the array indices each
+    key should have; a key with any of them unknown is asked of the next source too. While
+    an array runs, slurmdbd lags: sacct has the pending range and the tasks it was told
+    of, not the tasks that started or ended in the last seconds, which squeue still knows."""
     q = TaskQuery()
     if not job_ids:
         return q
@@ -341,7 +346,11 @@ def query_tasks(
 
     def unknown() -> dict[str, JobRef]:
         known = q.known_jobs()
-        return {k: refs[k] for k in keys if k not in known}
+        out = {k: refs[k] for k in keys if k not in known}
+        for k, indices in (expected or {}).items():
+            if k in refs and k not in out and any(q.state_of(k, i) is None for i in indices):
+                out[k] = refs[k]
+        return out
 
     def numbers(wanted: Mapping[str, JobRef]) -> str:
         return ",".join(dict.fromkeys(r.job_id for r in wanted.values()))

@@ -88,5 +88,17 @@ def tasks_of(group: Group, query: TaskQuery) -> list[Task]:
 
 def query_groups(groups: list[Group], run: Runner = run_command) -> TaskQuery:
     """Task states of these submissions' jobs, each told from any other job Slurm numbered
-    the same (Group.refs): read them with tasks_of."""
-    return query_tasks({k: r for g in groups for k, r in g.refs.items()}, run)
+    the same (Group.refs): read them with tasks_of. Every task is asked for (expected), so
+    that one slurmdbd has not yet heard of is taken from squeue, not shown UNKNOWN."""
+    refs = {k: r for g in groups for k, r in g.refs.items()}
+    return query_tasks(refs, run, expected_tasks(groups))
+
+
+def expected_tasks(groups: list[Group]) -> dict[str, list[int | None]]:
+    """The array indices (None: a plain job) of each job of these submissions, by ref_key:
+    query_tasks's `expected`."""
+    out: dict[str, list[int | None]] = {}
+    for g in groups:
+        for job, index, _number in g.tasks():
+            out.setdefault(ref_key(job), []).append(index)
+    return out

@@ -58,12 +58,15 @@ class Project:
             fh.write(text)
 
 
-def sacct(rows: str):  # type: ignore[no-untyped-def]
-    """A runner: sacct answers `rows`; nothing else is asked."""
+def sacct(rows: str, live: str | None = None):  # type: ignore[no-untyped-def]
+    """A runner: sacct answers `rows`; nothing else is asked, unless `live` is given: then
+    squeue and scontrol (asked for tasks sacct has not heard of) answer `live`."""
     calls: list[list[str]] = []
 
     def run(argv: list[str]):  # type: ignore[no-untyped-def]
         calls.append(argv)
+        if live is not None and argv[0] in ("squeue", "scontrol"):
+            return subprocess.CompletedProcess(argv, 0, live, "")
         assert argv[0] == "sacct" and "-c" not in argv, argv
         return subprocess.CompletedProcess(argv, 0, rows, "")
 
@@ -144,7 +147,7 @@ def test_a_pending_array_known_only_as_a_whole(proj: Project) -> None:
 def test_unknown_states_are_refused_not_guessed(proj: Project) -> None:
     proj.submit("ex-6", [("600", 2, "0-1", 0)], 2)
     with pytest.raises(Refusal, match=r"no longer knows how task 1 \(600_1\)"):
-        plan(proj.scratch, "600", sacct("600_0|FAILED|1:0\n"))
+        plan(proj.scratch, "600", sacct("600_0|FAILED|1:0\n", live=""))
 
 
 def test_without_accounting_the_states_come_from_scontrol(proj: Project, stub) -> None:  # type: ignore[no-untyped-def]

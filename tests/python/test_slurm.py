@@ -122,6 +122,25 @@ def test_squeue_finished_tasks_get_exit_codes_from_scontrol(stub: Stub) -> None:
     assert q.tasks[("4001", 0)] == TaskState("FAILED", "3:0", "0:03", "node1")
 
 
+def test_tasks_slurmdbd_has_not_heard_of_come_from_squeue(stub: Stub) -> None:
+    # While an array runs, sacct has the tasks slurmdbd was told of and the pending range,
+    # not a task that started or ended in the last seconds (seen: 7-16 of 100 short tasks
+    # shown UNKNOWN, their attempts "1: finished"); squeue -t all and scontrol still know it.
+    stub("sacct", "5001_0|COMPLETED|0:0|00:00:01|node1\n5001_[3-4]|PENDING|0:0|00:00:00|\n")
+    stub("squeue", "5001_1|COMPLETED|-|0:01|node2\n5001_2|RUNNING|-|0:01|node3\n")
+    stub(
+        "scontrol",
+        "JobId=5003 ArrayJobId=5001 ArrayTaskId=1 JobState=COMPLETED ExitCode=0:0 RunTime=00:00:01 NodeList=node2\n",
+    )
+    q = query_tasks(["5001"], expected={"5001": [0, 1, 2, 3, 4]})
+    assert q.tasks[("5001", 1)] == TaskState("COMPLETED", "0:0", "0:01", "node2")
+    assert q.tasks[("5001", 2)].state == "RUNNING"
+    assert q.tasks[("5001", 3)].state == "PENDING"
+    assert q.sources == ["sacct", "squeue -t all", "scontrol show job"]
+    # Without the tasks it should have, the known job stops at sacct (the old behaviour).
+    assert ("5001", 1) not in query_tasks(["5001"]).tasks
+
+
 def test_nothing_answers(stub: Stub) -> None:
     q = query_tasks(["1001"])
     assert q.tasks == {}

@@ -25,6 +25,8 @@ HPC_EXIT_RESULTS_LOST=74
 # Seconds to wait for the keepers to start, and to remove their folders at the end.
 HPC_KEEPER_TIMEOUT=${HPC_KEEPER_TIMEOUT:-120}
 HPC_KEEPER_PID="" HPC_KEEPER_STEP="" HPC_KEEPER_FD="" HPC_SYNC_PID="" HPC_OWN_TMPDIR=""
+HPC_RESULTS_LOST="" # this attempt's results could be neither copied back nor kept
+HPC_RESULTS_KEPT_NOW="" # the attempt_N folder of .hpc_results_kept this attempt made
 
 # _hpc_seconds_since T0: seconds since EPOCHREALTIME T0, with two decimals.
 _hpc_seconds_since() {
@@ -366,10 +368,15 @@ _hpc_results_missing() {
 }
 
 # hpc_results_final RC: exit hook: stop the periodic copy, wait for the copy a SIGTERM
-# started (hpc_hooks_before_kill), copy one last time. When that fails after a successful
-# program, the job fails (exit $HPC_EXIT_RESULTS_LOST).
+# started (hpc_hooks_before_kill), copy one last time, then bring back what earlier
+# attempts could not (_hpc_results_bring_back). Nothing is lost at a requeue: what did not
+# come back is kept on $SCRATCH (_hpc_results_keep) for the next attempt, or the user, to
+# find; the log says where. A job that is not requeued fails (exit
+# $HPC_EXIT_RESULTS_LOST) after a successful program while results of any of its attempts
+# are missing from $HPC_RESULTS_DEST. HPC_RESULTS_LOST=1 when this attempt's results could
+# be neither copied nor kept (requeue.sh then ends the job instead of requeueing it).
 hpc_results_final() {
-  local rc=${1:-0}
+  local rc=${1:-0} ok=1 requeue="" kept missing
   if [[ -n $HPC_SYNC_PID ]]; then
     kill "$HPC_SYNC_PID" 2>/dev/null
     wait "$HPC_SYNC_PID" 2>/dev/null
@@ -379,12 +386,104 @@ hpc_results_final() {
     hpc_wait_child "$HPC_RESULTS_EARLY_PID" >/dev/null 2>&1 || true
     HPC_RESULTS_EARLY_PID=""
   fi
-  hpc_results_sync && return 0
+  [[ ${HPC_ATTEMPT_OUTCOME:-} != *-requeued ]] || requeue=1
+  hpc_results_sync || ok=0
+  _hpc_results_kept_dir_to kept
+  if ((!ok)) && ! _hpc_results_keep "$kept" "$requeue"; then
+    HPC_RESULTS_LOST=1
+  fi
+  _hpc_results_bring_back "$kept"
+  [[ -z $requeue ]] || return $((!ok))
+  _hpc_results_kept_list_to missing "$kept"
+  if [[ -n $missing ]]; then
+    hpc_error "results: results of attempt(s) $missing did not come back to $HPC_RESULTS_DEST: they are in $kept (attempt_N folders). Copy them yourself once there is room (rsync -a --update $kept/attempt_N/ $HPC_RESULTS_DEST/, oldest first), or make room and rerun the job (--rerun): it brings them back"
+  elif ((ok)); then
+    return 0
+  fi
   if ((rc == 0)); then
     HPC_EXIT_CODE=$HPC_EXIT_RESULTS_LOST
-    hpc_error "the program succeeded, but its results did not come back to $HPC_RESULTS_DEST: the job fails with exit code $HPC_EXIT_RESULTS_LOST"
+    hpc_error "the program succeeded, but its results did not all come back to $HPC_RESULTS_DEST: the job fails with exit code $HPC_EXIT_RESULTS_LOST"
   fi
   return 1
+}
+
+# _hpc_results_kept_dir_to VAR: where results that could not come back wait, on $SCRATCH
+# beside the results folder (a full results folder is often a quota or a mount of its own):
+# $HPC_EXP_DIR/.hpc_results_kept[/task_I], one attempt_N folder per attempt.
+_hpc_results_kept_dir_to() {
+  printf -v "$1" '%s' "$HPC_EXP_DIR/.hpc_results_kept${HPC_TASK_SUBDIR-}"
+}
+
+# _hpc_results_kept_list_to VAR KEPT: the attempts (N, or N-JOB) whose results KEPT holds,
+# oldest first; "" when none.
+_hpc_results_kept_list_to() {
+  local -n _kl=$1
+  local names
+  _kl=""
+  [[ -d $2 ]] || return 0
+  names=$(find "$2" -mindepth 1 -maxdepth 1 -type d -name 'attempt_*' -printf '%f\n' 2>/dev/null | sort -V)
+  names=${names//attempt_/}
+  _kl=${names//$'\n'/ }
+}
+
+# _hpc_results_keep KEPT REQUEUE: this attempt's results (that did not all come back) copied
+# to KEPT/attempt_N (N: this attempt; attempt_N-JOB when an earlier job of the experiment
+# left one of that name), modes kept, in a folder only the user can enter. Says where.
+_hpc_results_keep() {
+  local kept=$1 requeue=$2 n=$((${SLURM_RESTART_COUNT:-0} + 1)) dir work rc=0
+  [[ -n $(find "$HPC_RESULTS_DIR" -mindepth 1 ! -type d -print -quit 2>/dev/null) ]] || return 0
+  dir=$kept/attempt_$n
+  [[ ! -e $dir ]] || dir=$kept/attempt_$n-${SLURM_JOB_ID:-x}
+  work=$(mktemp -d "${TMPDIR:-/tmp}/hpc_results.XXXXXX" 2>/dev/null) || work=""
+  if [[ -z $work ]] || ! (umask 077 && mkdir -p -- "$kept") || ! mkdir -p -- "$dir" ||
+    ! HPC_RESULTS_EARLY_COPY="" _hpc_results_copy "$HPC_RESULTS_DIR" "$dir" "$work" >/dev/null 2>&1; then
+    rc=1
+  fi
+  [[ -z $work ]] || rm -rf -- "$work"
+  if ((rc)); then
+    hpc_error "results: attempt $n's results could not be kept in $dir either: they are lost with the node's folder"
+    return 1
+  fi
+  HPC_RESULTS_KEPT_NOW=${dir##*/}
+  if [[ -n $requeue ]]; then
+    hpc_log "results: attempt $n's results are kept in $dir: the next attempt copies them to $HPC_RESULTS_DEST" >&2
+  else
+    hpc_log "results: attempt $n's results are kept in $dir" >&2
+  fi
+}
+
+# _hpc_results_bring_back KEPT: copy what earlier attempts kept in KEPT to
+# $HPC_RESULTS_DEST, oldest first, never over a newer file there (a later attempt's); a
+# kept folder that came back whole is removed. Not while Slurm's kill is near (the kept
+# results are safe where they are).
+_hpc_results_bring_back() {
+  local kept=$1 dest=$HPC_RESULTS_DEST list n dir out rc
+  _hpc_results_kept_list_to list "$kept"
+  [[ -n $list ]] || return 0
+  if [[ -n ${HPC_RESULTS_DEADLINE_US:-} ]]; then
+    hpc_log "results: the results of attempt(s) $list stay in $kept (no time before Slurm's kill to copy them)"
+    return 0
+  fi
+  for n in $list; do
+    [[ attempt_$n != "${HPC_RESULTS_KEPT_NOW:-}" ]] || continue # (kept just now: it stays)
+    dir=$kept/attempt_$n rc=0
+    if command -v rsync >/dev/null; then
+      local modes
+      _hpc_results_chmod_to modes
+      out=$({ mkdir -p -- "$dest" && rsync -rlt --update --sparse --perms "$modes" \
+        --exclude=/.hpc_not_copied --exclude=.hpc_partial -- "$dir/" "$dest/"; } 2>&1) || rc=$?
+    else
+      out=$({ mkdir -p -- "$dest" && tar -C "$dir" --exclude=./.hpc_not_copied -cSf - . |
+        tar -C "$dest" -xf - --keep-newer-files --no-same-owner --no-same-permissions; } 2>&1) || rc=$?
+    fi
+    if ((rc == 0)); then
+      rm -rf -- "$dir"
+      hpc_log "results: attempt $n's results kept in $dir are back in $dest"
+    else
+      hpc_error "results: attempt $n's results kept in $dir could not be copied to $dest (exit $rc: ${out:0:500}): they stay there"
+    fi
+  done
+  rmdir -- "$kept" "$HPC_EXP_DIR/.hpc_results_kept" 2>/dev/null || true
 }
 
 # hpc_stage_data: extract the --data archive into $SLURM_TMPDIR, once per node, on every

@@ -256,7 +256,7 @@ staged_everywhere() {
   wait_job "$JOB_ID" 120
   [ "$(job_state "$JOB_ID")" = FAILED ]
   [ "$(job_exit "$JOB_ID")" = "74:0" ]
-  grep -q "the program succeeded, but its results did not come back" "$(job_log "$JOB_ID" lost)"
+  grep -q "the program succeeded, but its results did not all come back" "$(job_log "$JOB_ID" lost)"
 }
 
 @test "a node whose local scratch cannot be made stops a 2-node job at once, saying why" {

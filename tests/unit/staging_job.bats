@@ -39,7 +39,9 @@ job() {
   job 'echo r >"$HPC_RESULTS_DIR/r.txt"; exit 0'
   [ "$status" -eq 74 ]
   [[ $stderr == *"ERROR: results: copying $OWN/results to $DEST failed"* ]]
-  [[ $stderr == *"the program succeeded, but its results did not come back"* ]]
+  [[ $stderr == *"the program succeeded, but its results did not all come back"* ]]
+  [[ $stderr == *"results of attempt(s) 1 did not come back to $DEST: they are in $scratch_dir/e/.hpc_results_kept"* ]]
+  [ "$(cat "$scratch_dir/e/.hpc_results_kept/attempt_1/r.txt")" = r ]
   [ ! -e "$OWN" ]
 }
 
@@ -325,4 +327,51 @@ no_rsync_path() {
     (($(stat -c '0%a' "$DEST/ro_dir") & 8#022)) && false
     chmod -R u+w "$DEST"
   done
+}
+
+@test "results that cannot come back at a requeue are kept on \$SCRATCH; the next attempt brings them back; the job never ends 0 while some are missing (issue 32)" {
+  local kept=$scratch_dir/e/.hpc_results_kept
+  mkdir -p "$scratch_dir/e"
+  echo 'not a folder' >"$DEST" # attempt 1's copy fails
+  job 'echo one >"$HPC_RESULTS_DIR/one.txt"; mkdir "$HPC_RESULTS_DIR/sub"; echo s >"$HPC_RESULTS_DIR/sub/s.txt"; chmod 600 "$HPC_RESULTS_DIR/one.txt"
+    HPC_ATTEMPT_OUTCOME=warned-requeued HPC_REQUEUED=1; exit 0'
+  echo "$output"; echo "$stderr"
+  [[ $stderr == *"results: copying $OWN/results to $DEST failed"* ]]
+  [[ $stderr == *"results: attempt 1's results are kept in $kept/attempt_1: the next attempt copies them to $DEST"* ]]
+  [[ $stderr != *"the job fails with exit code 74"* ]] # it is requeued
+  [ "$(cat "$kept/attempt_1/one.txt")" = one ] && [ "$(cat "$kept/attempt_1/sub/s.txt")" = s ]
+  [ "$(stat -c %a "$kept/attempt_1/one.txt")" = 600 ]
+  # Attempt 2: the results folder still cannot be written: the job fails (74) and says where.
+  SLURM_RESTART_COUNT=1 job 'echo two >"$HPC_RESULTS_DIR/two.txt"; exit 0'
+  echo "$output"; echo "$stderr"
+  [ "$status" -eq 74 ]
+  [[ $stderr == *"results of attempt(s) 1 2 did not come back to $DEST: they are in $kept"*"the job fails with exit code 74"* ]]
+  [ "$(cat "$kept/attempt_2/two.txt")" = two ] && [ -e "$kept/attempt_1/one.txt" ]
+  # The folder is fixed, and the run is rerun (a new job): both attempts' results come back.
+  rm -f "$DEST"
+  SLURM_JOB_ID=4243 job 'echo three >"$HPC_RESULTS_DIR/three.txt"; echo new >"$HPC_RESULTS_DIR/one.txt"; exit 0'
+  echo "$output"; echo "$stderr"
+  [ "$status" -eq 0 ]
+  [[ $output == *"results: attempt 1's results kept in $kept/attempt_1 are back in $DEST"* ]]
+  [ "$(cat "$DEST/one.txt")" = new ] && [ "$(cat "$DEST/two.txt")" = two ] && [ "$(cat "$DEST/three.txt")" = three ]
+  [ "$(cat "$DEST/sub/s.txt")" = s ]
+  [ ! -e "$kept" ]
+}
+
+@test "an attempt whose own results come back, but whose earlier attempt's kept results do not, does not end 0 (issue 32)" {
+  local kept=$scratch_dir/e/.hpc_results_kept
+  mkdir -p "$kept/attempt_1" "$DEST"
+  head -c 300000 /dev/urandom >"$kept/attempt_1/big.bin"
+  mount -t tmpfs -o size=64k hpc_results_test "$DEST" # a results folder that is nearly full
+  MOUNTED=$DEST
+  SLURM_RESTART_COUNT=1 job 'echo two >"$HPC_RESULTS_DIR/two.txt"; exit 0'
+  echo "$output"; echo "$stderr"
+  [ "$status" -eq 74 ]
+  [ "$(cat "$DEST/two.txt")" = two ]
+  [ "$(stat -c %s "$kept/attempt_1/big.bin")" = 300000 ]
+  [[ $stderr == *"results of attempt(s) 1 did not come back to $DEST: they are in $kept"* ]]
+}
+
+teardown() {
+  [[ -z ${MOUNTED:-} ]] || umount "$MOUNTED"
 }

@@ -468,6 +468,10 @@ hpc_requeue_now() {
   HPC_ATTEMPT_OUTCOME=warned-requeued
   [[ $HPC_SIGNALLED != preempt ]] || HPC_ATTEMPT_OUTCOME=preempted-requeued
   hpc_run_exit_hooks_now "$rc"
+  if [[ -n ${HPC_RESULTS_LOST:-} ]]; then # (staging.sh: neither copied back nor kept)
+    hpc_log "ERROR: not requeued: this attempt's results did not come back and could not be kept (above): the job ends here, exit code ${HPC_EXIT_RESULTS_LOST:-74}. Make room, then rerun this run (job_submitter.sh --rerun ${SLURM_ARRAY_JOB_ID:-${SLURM_JOB_ID:-JOB}}): it resumes from $HPC_CHECKPOINT_DIR"
+    return "${HPC_EXIT_RESULTS_LOST:-74}"
+  fi
   target=$(hpc_job_target)
   if hpc_ckpt_has_files "$HPC_CHECKPOINT_DIR"; then
     hpc_log "requeueing job $target: restart $((restarts + 1)) of at most $HPC_MAX_RESTARTS; the next attempt resumes from $HPC_CHECKPOINT_DIR"

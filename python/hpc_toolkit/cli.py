@@ -23,6 +23,7 @@ from hpc_toolkit import doctor as doc
 from hpc_toolkit.attempts import Attempt, attempts_dir, attempts_summary, read_attempts
 from hpc_toolkit.console import ScratchOpt, command_app, die, render_table, warn
 from hpc_toolkit.jobenv import JobEnv, JobEnvError
+from hpc_toolkit.kept import kept_lines
 from hpc_toolkit.packing import Packing, packing_of
 from hpc_toolkit.remote import RemoteOpt, forward, words
 from hpc_toolkit.rerun import compress
@@ -174,6 +175,7 @@ def status(
             f"{states}"
         )
         out.extend(chain.get(g.submission_id, []))
+        out.extend(kept_lines(j.script_path for j in g.jobs if j.kind == "job"))
         if summary:
             continue
         if only_task is not None:

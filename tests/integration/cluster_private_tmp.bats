@@ -79,5 +79,5 @@ setup() {
 @test "private /tmp: hpc doctor says each job has its own /tmp" {
   run --separate-stderr hpc doctor
   [ "$status" -eq 0 ]
-  [[ $output == *"Private /tmp:   yes (job_container/tmpfs)"* ]]
+  [[ $output == *"Private /tmp:   yes ("*"): each job has its own /tmp on each node"* ]]
 }

@@ -231,6 +231,7 @@ hpc_run_command() {
   local rc=0 started=$SECONDS since=$EPOCHREALTIME
   cd -- "$source_dir" || hpc_fail "project folder $source_dir is not reachable from this node"
   declare -F "hpc_launch_$HPC_LAUNCHER" >/dev/null || hpc_fail "unknown launcher '$HPC_LAUNCHER'"
+  hpc_project_writes_begin # what the task writes into the project (project_writes.sh)
   if [[ -n ${HPC_PACK:-} ]]; then
     hpc_pack_run || rc=$? # several lines, each judged on its own (pack.sh)
     hpc_project_writes_since "$since"

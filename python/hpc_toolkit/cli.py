@@ -25,6 +25,7 @@ from hpc_toolkit.console import ScratchOpt, command_app, die, render_table, warn
 from hpc_toolkit.jobenv import JobEnv, JobEnvError
 from hpc_toolkit.kept import kept_lines
 from hpc_toolkit.packing import Packing, packing_of
+from hpc_toolkit.project_writes import shared_write_lines
 from hpc_toolkit.remote import RemoteOpt, forward, words
 from hpc_toolkit.rerun import compress
 from hpc_toolkit.slurm import (
@@ -175,6 +176,7 @@ def status(
             f"{states}"
         )
         out.extend(chain.get(g.submission_id, []))
+        out.extend(shared_write_lines(j.script_path for j in g.jobs if j.kind == "job"))
         out.extend(kept_lines(j.script_path for j in g.jobs if j.kind == "job"))
         if summary:
             continue

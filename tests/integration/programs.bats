@@ -46,7 +46,7 @@ run_job() {
   grep -q "done: global_rank=1 world_size=2 global_step=8" "$LOG"
   [ "$(ls "$PROJECT/lightning_logs")" = version_0 ]
   # lightning_logs/ landed in the project: the log says so, with what to pass instead.
-  grep -q "warning: the program wrote into the project folder $PROJECT: .*lightning_logs/" "$LOG"
+  grep -q "warning: the program wrote into the project folder $PROJECT: .*lightning_logs/version_0/" "$LOG"
 }
 
 @test "Lightning, no command line, 1 node x 2 processes: one world" {
@@ -96,7 +96,7 @@ run_job() {
   run_job ng1 120 'python nanogpt_like.py --max_iters=2'
   [ "$(job_state "$JOB_ID")" = COMPLETED ]
   [ -f "$PROJECT/out/ckpt.pt" ]
-  grep -q "warning: the program wrote into the project folder $PROJECT: out/\. " "$LOG"
+  grep -q "warning: the program wrote into the project folder $PROJECT: out/ckpt.pt\. " "$LOG"
   grep -qF -- '--out_dir=$HPC_CHECKPOINT_DIR' "$LOG"
   run_job ng2 120 'python nanogpt_like.py --out_dir=out --max_iters=2'
   [[ $SUBMIT_STDERR == *"line(s) 1 of the commands write output to a relative folder in the project (--out_dir out)"* ]]
@@ -242,4 +242,21 @@ for r in rows:
   [ "$(cat "$r/task_3/0/result.txt")" = "lr=0.4 depth=1" ]
   [ "$(cat "$r/task_3/1/result.txt")" = "lr=0.5 depth=1" ]
   [ ! -e "$PROJECT/outputs" ] && [ ! -e "$PROJECT/multirun" ]
+}
+
+@test "two tasks that write the same files in the project (a Hydra app given one run folder): the log and hpc status say so" {
+  printf '%s\n' 'python hydra_app.py hydra.run.dir=outputs/shared optimizer.lr=0.1 seconds=3' \
+    'python hydra_app.py hydra.run.dir=outputs/shared optimizer.lr=0.2 seconds=3' >"$PROJECT/experiment_configurations.txt"
+  submit --exp-name hs --time 5
+  [[ $stderr != *"run a Hydra app"* ]] # its own hydra.run.dir: left as it is
+  wait_job "$JOB_ID" 240
+  [ "$(job_states "$JOB_ID" | grep -c '|COMPLETED|0:0$')" -eq 2 ]
+  local logs
+  logs=$(cat "$(job_log "$JOB_ID" hs 0)" "$(job_log "$JOB_ID" hs 1)")
+  echo "$logs"
+  [[ $logs == *"wrote into the project folder $PROJECT: outputs/shared/.hydra/config.yaml, outputs/shared/.hydra/hydra.yaml, outputs/shared/.hydra/overrides.yaml, outputs/shared/hydra_app.log, outputs/shared/result.txt. "* ]]
+  [[ $logs == *"of this submission wrote the same path(s) in the project as this task: outputs/shared/.hydra/config.yaml, "*"outputs/shared/result.txt. One overwrote the other's"* ]]
+  run hpc status "$JOB_ID"
+  echo "$output"
+  [[ $output == *"warning: tasks 0, 1 wrote the same path(s) in the project: outputs/shared/.hydra/config.yaml, "* ]]
 }

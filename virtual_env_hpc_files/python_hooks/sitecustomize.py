@@ -1,8 +1,9 @@
 """hpc_files job side: unchanged programs form the job's one world, and requeue safely.
 
-Put on PYTHONPATH by the job (launchers.sh) for the distributed launchers (lightning,
-script, torchrun; HPC_LIGHTNING_HOOK=no turns it off). Python imports this file at
-start-up; it does nothing until one of the modules below is imported:
+Put on PYTHONPATH by the job for every launcher (project_writes.sh: what the task writes
+into the project, hpc_project_writes.py); what follows is for the distributed launchers
+only (lightning, script, torchrun; HPC_LIGHTNING_HOOK=no turns it off). Python imports
+this file at start-up; it does nothing until one of the modules below is imported:
 
 - torch.distributed: `init_process_group` given a world size (its argument, or WORLD_SIZE)
   that is not the job's (HPC_NUM_NODES x HPC_DEVICES_PER_NODE) stops the program at once
@@ -237,6 +238,27 @@ def _run_next_sitecustomize() -> None:
     spec.loader.exec_module(module)
 
 
-if os.environ.get("HPC_LIGHTNING_HOOK", "yes") != "no":
+def _install_project_writes() -> None:
+    """Every launcher: what this task writes into the project (hpc_project_writes.py)."""
+    if not os.environ.get("HPC_PROJECT_WRITES_DIR"):
+        return
+    try:
+        sys.path.insert(0, _HERE)
+        import hpc_project_writes
+
+        hpc_project_writes.install()
+    except Exception:  # never break the user's program
+        pass
+    finally:
+        if sys.path and sys.path[0] == _HERE:
+            del sys.path[0]
+
+
+_install_project_writes()
+# The world and Lightning parts: the distributed launchers only (every launcher has this
+# file on PYTHONPATH for the project-writes hook).
+if os.environ.get("HPC_LIGHTNING_HOOK", "yes") != "no" and os.environ.get(
+    "HPC_LAUNCHER", "lightning"
+) in ("lightning", "script", "torchrun"):
     sys.meta_path.insert(0, _Finder())
 _run_next_sitecustomize()

@@ -221,6 +221,10 @@ main() {
     # Only this user's own folder (as the job makes it): another user's is not ours to judge.
     if [[ -d $venv_root && ! -L $venv_root && -O $venv_root ]]; then
       venv_candidates_to venv_candidates "$venv_root"
+    elif [[ -e $venv_root || -L $venv_root ]]; then
+      # Made ahead by someone else (issue 32): never touched; your jobs use a private folder
+      # of their own instead (virtual_env_hpc_files/venv_local.sh). Said, not skipped silently.
+      note "node-local venvs: $venv_root is not your folder ($( [[ -L $venv_root ]] && echo 'a symbolic link' || echo "it belongs to $(stat -c %U -- "$venv_root" 2>/dev/null || echo 'another user')")): left alone; your jobs put their venv copies in a private folder instead. Ask the admins to remove it"
     fi
   fi
   if [[ ! -d $ROOT ]]; then

@@ -226,3 +226,42 @@ hpc_status_as_user() {
   echo "$output"
   [[ $output == *"results NOT copied back: attempt_1 kept in $kept"* ]]
 }
+
+@test "--venv-to-local where another user made the user's venv folder first, or owns a folder above it: the job runs its venv from a private folder, says so, and leaves theirs alone (issue 32)" {
+  mkdir -p "$AREA/sticky" "$AREA/lab"
+  chmod 1777 "$AREA/sticky" "$AREA/lab"
+  as_other mkdir -m 777 "$AREA/sticky/$HPC_TEST_USER" # the victim's name, taken first
+  as_other mkdir -m 755 "$AREA/lab/$HPC_TEST_USER"     # /local/scratch/<user> made by another user
+  as_other mkdir -m 777 "$AREA/lab/$HPC_TEST_USER/hpc_venvs"
+  local taken lab
+  taken=$(venv_profile taken "$AREA/sticky/%u")
+  lab=$(venv_profile lab "$AREA/lab/%u/hpc_venvs")
+  commands 'python -c "import os, sys; print(\"PREFIX\", os.environ[\"SLURMD_NODENAME\"], sys.prefix)"'
+  submit --cluster "$taken" --venv-to-local --exp-name taken --time 5
+  local job1=$JOB_ID
+  submit --cluster "$lab" --venv-to-local --exp-name lab --time 5 -N 2 -d script
+  local job2=$JOB_ID log prefix
+  wait_job "$job1" 180
+  wait_job "$job2" 180
+  for pair in "$job1 taken $AREA/sticky/$HPC_TEST_USER" "$job2 lab $AREA/lab/$HPC_TEST_USER"; do
+    read -r JOB_ID exp bad <<<"$pair"
+    log=$(job_log "$JOB_ID" "$exp")
+    cat "$log"
+    [ "$(job_state "$JOB_ID")" = COMPLETED ]
+    grep -q "WARNING: venv: .* is not safe for the node-local venv: $bad" "$log"
+    grep -q "venv: the node-local copy goes to .*/hpc_venv_${HPC_TEST_USER}_${JOB_ID}\.[0-9a-f]* instead" "$log"
+    prefix=$(sed -n 's/^PREFIX node[0-9] //p' "$log" | sort -u)
+    [[ $prefix == */hpc_venv_${HPC_TEST_USER}_${JOB_ID}.*/venv-* ]]
+  done
+  [ "$(grep -c '^PREFIX ' "$log")" -eq 2 ] # both nodes of the 2-node job
+  # Theirs untouched.
+  [ -z "$(ls -A "$AREA/sticky/$HPC_TEST_USER")" ] && [ -z "$(ls -A "$AREA/lab/$HPC_TEST_USER/hpc_venvs")" ]
+}
+
+# venv_profile NAME TEMPLATE: the local profile with HPC_VENV_LOCAL_DIR=TEMPLATE; prints its path.
+venv_profile() {
+  local conf=$AREA/$1.conf
+  printf 'source %q\nHPC_VENV_LOCAL_DIR=%q\n' "$REPO_ROOT/hpc_files/clusters/local.conf" "$2" >"$conf"
+  chmod 644 "$conf"
+  printf '%s\n' "$conf"
+}

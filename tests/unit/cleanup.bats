@@ -534,6 +534,8 @@ venv_copy() {
   run --separate-stderr worker --venvs "$LAB/venvs" "$LAB/%n"
   [ "$status" -eq 0 ]
   [ -f "$LAB/venvs/$name/bin/python" ]
+  # Said, not skipped silently (issue 32).
+  [[ $output == *"node-local venvs: $LAB/venvs is not your folder (it belongs to $HPC_TEST_USER): left alone"* ]]
   run --separate-stderr worker --venvs "$LAB/none" "$LAB/%n"
   [ "$status" -eq 0 ]
 }

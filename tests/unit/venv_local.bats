@@ -153,20 +153,25 @@ job_setup() {
   [ -f "$BATS_TEST_TMPDIR/copies/root/${name%.tar*}.jobs/78" ]
 }
 
-@test "job side: a venv folder that is a link, or another user's, stops the job with what to do; a missing archive says submit again" {
+@test "job side: a venv folder that is a link, another user's, or open to others is left alone (the node's setup says so, exit 3: the job then uses a private folder); a missing archive says submit again" {
   job_setup
   mkdir -p "$BATS_TEST_TMPDIR/copies" "$BATS_TEST_TMPDIR/elsewhere"
   ln -s "$BATS_TEST_TMPDIR/elsewhere" "$BATS_TEST_TMPDIR/copies/root"
   run --separate-stderr bash "$REPO_ROOT/virtual_env_hpc_files/venv_local.sh" setup "$HPC_VENV_LOCAL_ARCHIVE"
-  [ "$status" -eq 1 ]
-  [[ $stderr == *"cannot use $BATS_TEST_TMPDIR/copies/root for the node-local venv (it is a symbolic link)"* ]]
+  [ "$status" -eq 3 ]
+  [[ $stderr == *"WARNING: venv: $BATS_TEST_TMPDIR/copies/root is not safe for the node-local venv: $BATS_TEST_TMPDIR/copies/root is a symbolic link"*"the job uses a private folder of its own instead"* ]]
   [ -z "$(ls -A "$BATS_TEST_TMPDIR/elsewhere")" ]
   rm "$BATS_TEST_TMPDIR/copies/root"
   mkdir "$BATS_TEST_TMPDIR/copies/root"
   chown nobody "$BATS_TEST_TMPDIR/copies/root"
   run --separate-stderr bash "$REPO_ROOT/virtual_env_hpc_files/venv_local.sh" setup "$HPC_VENV_LOCAL_ARCHIVE"
-  [ "$status" -eq 1 ]
-  [[ $stderr == *"(it belongs to nobody)"* ]]
+  [ "$status" -eq 3 ]
+  [[ $stderr == *"root belongs to nobody, not to you"* ]]
+  [ -z "$(ls -A "$BATS_TEST_TMPDIR/copies/root")" ]
+  chown root "$BATS_TEST_TMPDIR/copies/root" && chmod 777 "$BATS_TEST_TMPDIR/copies/root"
+  run --separate-stderr bash "$REPO_ROOT/virtual_env_hpc_files/venv_local.sh" setup "$HPC_VENV_LOCAL_ARCHIVE"
+  [ "$status" -eq 3 ]
+  [[ $stderr == *"root can be written by other users (mode 777)"* ]]
   rmdir "$BATS_TEST_TMPDIR/copies/root"
   rm -f "$HPC_VENV_LOCAL_ARCHIVE"
   run --separate-stderr bash "$REPO_ROOT/virtual_env_hpc_files/venv_local.sh" setup "$HPC_VENV_LOCAL_ARCHIVE"

@@ -77,7 +77,7 @@ HPC_TOOLKIT_DIR=${BASH_SOURCE[0]}
 HPC_TOOLKIT_DIR=${HPC_TOOLKIT_DIR%/*}
 # shellcheck source=hpc_files/lib/hpc_lib.sh
 source "$HPC_TOOLKIT_DIR/lib/hpc_lib.sh"
-for _part in options profile validate resources configs blocks count_args plan sbatch submit ledger coderecord mail local venv venv_local container staging wandb_key sweep arrays cluster rerun pack runs remote hydra; do
+for _part in options profile validate resources configs blocks count_args plan sbatch submit ledger coderecord mail local venv venv_local container staging wandb_key sweep arrays cluster rerun pack runs remote longruns hydra; do
   # shellcheck source=/dev/null
   source "$HPC_TOOLKIT_DIR/lib/$_part.sh"
 done

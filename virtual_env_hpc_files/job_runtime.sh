@@ -10,6 +10,8 @@ source "${BASH_SOURCE[0]%/*}/job_lib.sh"
 source "${BASH_SOURCE[0]%/*}/launchers.sh"
 # shellcheck source=virtual_env_hpc_files/requeue.sh
 source "${BASH_SOURCE[0]%/*}/requeue.sh"
+# shellcheck source=virtual_env_hpc_files/longruns.sh
+source "${BASH_SOURCE[0]%/*}/longruns.sh"
 # shellcheck source=virtual_env_hpc_files/pack.sh
 source "${BASH_SOURCE[0]%/*}/pack.sh"
 # shellcheck source=virtual_env_hpc_files/staging.sh
@@ -150,6 +152,7 @@ hpc_job_begin() {
   hpc_task_title_to title
   hpc_log "$title, attempt $((HPC_RESTART_COUNT + 1)), nodes ${SLURM_JOB_NODELIST:-?}, Slurm ${HPC_SLURM_VERSION:-unknown}"
   hpc_log "command: $HPC_COMMAND"
+  hpc_longruns_begin # $HPC_HEARTBEAT, requeues that were for a node (longruns.sh)
   # Whose checkpoints, and whether this attempt resumes them (runs.sh); a packed job's
   # lines each have their own (pack.sh).
   if [[ -z ${HPC_PACK:-} ]] && ! hpc_run_settle "$HPC_CHECKPOINT_DIR" "$HPC_TASK_INDEX" "$HPC_COMMAND"; then
@@ -239,7 +242,11 @@ hpc_run_command() {
   fi
   if [[ -z $HPC_SIGNALLED ]]; then
     hpc_start_preempt_watch
+    hpc_start_stall_watch # --stall-timeout (longruns.sh)
     "hpc_launch_$HPC_LAUNCHER" || rc=$?
+    hpc_stop_stall_watch
+    # A node lost under the program: its failure is the node's (longruns.sh).
+    ((rc == 0)) || [[ -n $HPC_SIGNALLED ]] || ! hpc_after_lost_node "$rc" || rc=$?
     hpc_log "command ended with exit code $rc after $((SECONDS - started)) s"
     hpc_project_writes_since "$since"
   else

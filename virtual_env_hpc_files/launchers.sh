@@ -81,6 +81,7 @@ hpc_srun_tasks() {
         # exits non-zero on the warning, torchrun's own exit 1); requeue.sh judges it next.
         local why="the wall-time warning"
         [[ $HPC_SIGNALLED != preempt ]] || why="the preemption notice"
+        [[ $HPC_SIGNALLED != stall ]] || why="the stall"
         [[ $HPC_SIGNALLED != cancel ]] || why="the job was cancelled"
         local next="whether the job resumes is decided next"
         [[ $HPC_SIGNALLED != cancel ]] || next="the job stops"

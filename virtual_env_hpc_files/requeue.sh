@@ -61,6 +61,7 @@ hpc_spawn_command() {
     exec setsid "${argv[@]}"
   ) </dev/null &
   HPC_CHILD_PID=$!
+  hpc_note_program_pid "$HPC_CHILD_PID" # for the stall watch (longruns.sh)
 }
 
 # hpc_job_target: this job's id for scancel/scontrol/squeue. An array task is named
@@ -230,6 +231,10 @@ hpc_on_term() {
     hpc_log "requeued: Slurm ends this attempt (SIGTERM)"
     return 0
   fi
+  # A node of the job lost (NODE_FAIL): the attempt is the node's failure, not the
+  # program's (longruns.sh). Asked first: a node can come back within a second.
+  local lost=""
+  ! hpc_node_failure_check "(Slurm ends this attempt)" || lost=$HPC_ATTEMPT_NODE
   hpc_job_state_to state when restarts
   if [[ $HPC_REQUEUE_ON_TERM == yes || ($HPC_REQUEUE_ON_TERM == auto && ($state == PREEMPTED || -n $when)) ]]; then
     hpc_on_warning preempt
@@ -242,7 +247,12 @@ hpc_on_term() {
   if [[ -n $restarts ]] && ((restarts > HPC_RESTART_COUNT)); then
     # Not this job's end: it must not be taken for finished (job_lib.sh's marker).
     HPC_REQUEUED=1
-    hpc_log "received SIGTERM: the job was requeued from outside (scontrol requeue; restart $restarts): stopping the program; Slurm runs the job again"
+    if [[ -n $lost ]]; then
+      hpc_log "received SIGTERM: Slurm requeued the job after the node failure ($lost; restart $restarts): stopping the program; Slurm runs the job again"
+      hpc_exclude_nodes "$lost"
+    else
+      hpc_log "received SIGTERM: the job was requeued from outside (scontrol requeue; restart $restarts): stopping the program; Slurm runs the job again"
+    fi
   else
     hpc_log "received SIGTERM (job ${state:-ending}): stopping the program, no requeue"
   fi
@@ -255,7 +265,7 @@ hpc_on_term() {
 hpc_install_signal_traps() {
   trap 'hpc_on_warning walltime' USR1
   trap hpc_on_term TERM
-  trap hpc_on_preempt_notice USR2
+  trap hpc_on_usr2 USR2 # the preemption watch's notice, or a stall (longruns.sh)
   trap 'hpc_log "received SIGINT: passing it on"; hpc_signal_program INT' INT
 }
 
@@ -377,7 +387,12 @@ hpc_requeue_verdict_to() {
 # hpc_after_command RC: once the program has ended. Returns the job's exit code, or does
 # not return at all when the job is requeued.
 hpc_after_command() {
-  local rc=$1 stopped=0 wrote=0 took=1 over=0 file="" verdict restarts=${SLURM_RESTART_COUNT:-0}
+  # (Requeues for a node, preflight or lost, are not the program's: longruns.sh.)
+  local rc=$1 stopped=0 wrote=0 took=1 over=0 file="" verdict restarts=$((${SLURM_RESTART_COUNT:-0} - ${HPC_EXCUSED_RESTARTS:-0}))
+  if [[ $HPC_SIGNALLED == stall ]]; then
+    hpc_after_stall "$rc" # (longruns.sh)
+    return
+  fi
   [[ $HPC_SIGNALLED == walltime || $HPC_SIGNALLED == preempt ]] || return "$rc"
   [[ -z $HPC_WATCHDOG_PID ]] || kill "$HPC_WATCHDOG_PID" 2>/dev/null
   [[ -z $HPC_ATTEMPT_DIR || ! -e $HPC_ATTEMPT_DIR/stopped ]] || stopped=1
@@ -467,6 +482,7 @@ hpc_requeue_now() {
   local rc=$1 restarts=$2 target
   HPC_ATTEMPT_OUTCOME=warned-requeued
   [[ $HPC_SIGNALLED != preempt ]] || HPC_ATTEMPT_OUTCOME=preempted-requeued
+  [[ $HPC_SIGNALLED != stall ]] || HPC_ATTEMPT_OUTCOME=stalled-requeued
   hpc_run_exit_hooks_now "$rc"
   if [[ -n ${HPC_RESULTS_LOST:-} ]]; then # (staging.sh: neither copied back nor kept)
     hpc_log "ERROR: not requeued: this attempt's results did not come back and could not be kept (above): the job ends here, exit code ${HPC_EXIT_RESULTS_LOST:-74}. Make room, then rerun this run (job_submitter.sh --rerun ${SLURM_ARRAY_JOB_ID:-${SLURM_JOB_ID:-JOB}}): it resumes from $HPC_CHECKPOINT_DIR"

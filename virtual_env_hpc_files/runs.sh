@@ -9,10 +9,11 @@
 #                                   (nanoGPT: --init_from=$HPC_INIT_FROM)
 # Each attempt leaves one line per event in ${HPC_COMMANDS_FILE%.commands}.attempts/T
 # (T: the task's index), which `hpc status` reads:
-#   attempt=A job=J start=EPOCH end=EPOCH|- outcome=O exit=E|-
+#   attempt=A job=J start=EPOCH end=EPOCH|- outcome=O exit=E|- [node=NODES] [why=WORD]
 # O: running (written at the start), finished, failed, warned-requeued,
 # preempted-requeued, requeued (from outside), no-progress, started-over, restart-limit,
-# not-requeued (--no-requeue), cancelled.
+# not-requeued (--no-requeue), cancelled; stalled, stalled-requeued, preflight-failed
+# (node=, why=: the check), node-failure (node=) (longruns.sh).
 # The submitting side reads .hpc_run too (hpc_files/lib/runs.sh sources this file for
 # hpc_run_record_to and hpc_ckpt_has_files). Sets no shell options.
 
@@ -169,8 +170,9 @@ hpc_attempt_record() {
   _hpc_run_job_to job
   printf -v now '%(%s)T' -1
   [[ $1 == running ]] || end=$now
-  printf -v text 'attempt=%s job=%s start=%s end=%s outcome=%s exit=%s\n' \
-    "$((${HPC_RESTART_COUNT:-0} + 1))" "$job" "${HPC_ATTEMPT_STARTED:-$now}" "$end" "$1" "$2"
+  printf -v text 'attempt=%s job=%s start=%s end=%s outcome=%s exit=%s%s%s\n' \
+    "$((${HPC_RESTART_COUNT:-0} + 1))" "$job" "${HPC_ATTEMPT_STARTED:-$now}" "$end" "$1" "$2" \
+    "${HPC_ATTEMPT_NODE:+ node=$HPC_ATTEMPT_NODE}" "${HPC_ATTEMPT_WHY:+ why=$HPC_ATTEMPT_WHY}"
   { mkdir -p -- "${file%/*}" && printf '%s' "$text" >>"$file"; } 2>/dev/null ||
     hpc_log "could not write $file (attempt outcome $1): hpc status will not show it"
 }
@@ -199,5 +201,6 @@ hpc_attempt_end_record() {
   [[ -z ${HPC_ATTEMPT_RECORDED:-} ]] || return 0
   HPC_ATTEMPT_RECORDED=1
   hpc_attempt_outcome_to out "${HPC_EXIT_CODE:-$1}"
-  hpc_attempt_record "$out" "${HPC_EXIT_CODE:-$1}"
+  # (HPC_ATTEMPT_EXIT: "-" for an attempt ended by its node, whose code is not the program's.)
+  hpc_attempt_record "$out" "${HPC_ATTEMPT_EXIT:-${HPC_EXIT_CODE:-$1}}"
 }

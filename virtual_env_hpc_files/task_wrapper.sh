@@ -25,6 +25,10 @@ source "${BASH_SOURCE[0]%/*}/node_results.sh"
 hpc_node_tmpdir_to node_tmpdir && [[ -n $node_tmpdir ]] && export SLURM_TMPDIR=$node_tmpdir
 # This node's $HPC_RESULTS_DIR, not the first node's (node_results.sh).
 hpc_node_results_setup || exit 74
+# This rank's own $HPC_HEARTBEAT, which the stall watch reads (longruns.sh).
+if [[ -n ${HPC_ATTEMPT_DIR:-} && -d $HPC_ATTEMPT_DIR/heartbeat ]]; then
+  export HPC_HEARTBEAT=$HPC_ATTEMPT_DIR/heartbeat/${SLURMD_NODENAME:-node}.rank${SLURM_PROCID:-0}
+fi
 
 # On stderr: srun holds a task's unfinished stdout line (a progress bar's "\r") apart from
 # its stderr, so the toolkit's line reaches the log as a line of its own.
@@ -56,6 +60,9 @@ trap ':' USR1
 trap on_warning URG
 bash "${BASH_SOURCE[0]%/*}/run_line.sh" "$line" </dev/null &
 child=$!
+# Where the stall watch finds this rank's program (longruns.sh: hpc_note_program_pid).
+[[ -z ${HPC_ATTEMPT_DIR:-} || ! -d $HPC_ATTEMPT_DIR/pids ]] ||
+  printf 'rank %s\n' "${SLURM_PROCID:-0}" >"$HPC_ATTEMPT_DIR/pids/${SLURMD_NODENAME:-node}.$child" 2>/dev/null
 trap 'signalled=1; kill -s TERM "$child" 2>/dev/null' TERM
 trap 'signalled=1; kill -s INT "$child" 2>/dev/null' INT
 while :; do

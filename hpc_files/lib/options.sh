@@ -71,6 +71,8 @@ hpc_submit_options() {
   hpc_option - --signal-grace value SECONDS OPT_SIGNAL_GRACE 'profile (120; at most half the wall time unless given)' 'warn the job (SIGUSR1) this long before its wall time, so it can checkpoint before it is requeued'
   hpc_option - --max-restarts value N OPT_MAX_RESTARTS 'profile (10)' 'requeue at most N times'
   hpc_option - --no-requeue flag '' OPT_NO_REQUEUE '' 'never requeue: the job just ends at its wall time'
+  hpc_option - --stall-timeout value DURATION OPT_STALL_TIMEOUT 'profile (HPC_STALL_TIMEOUT, 1h)' 'stop a program that shows no progress (log, checkpoints, results, $HPC_HEARTBEAT) for DURATION (30s, 20m, 2h; off): requeued when it wrote a checkpoint, else FAILED'
+  hpc_option - --preflight value COMMAND OPT_PREFLIGHT 'profile (HPC_PREFLIGHT, none)' "a check run on every node before the program (after the toolkit's own: GPUs, local disk, rendezvous port); a node where it fails is excluded and the job requeued"
   hpc_option - --no-pipefail flag '' OPT_NO_PIPEFAIL '' "run each line with bash's default: a pipeline's status is its last command's (without it, python x.py | tee out fails when python fails)"
   hpc_option - --resume flag '' OPT_RESUME '' "continue the checkpoints another run left in the experiment's folder (without it, such a submission is refused)"
   hpc_option - --fresh flag '' OPT_FRESH '' "start over: another run's checkpoints in the experiment's folder are kept aside in <exp>/old_checkpoints/ first"

@@ -81,7 +81,7 @@ hpc_plan_settle_job_side() {
   J_REQUEUE_MARGIN=${HPC_REQUEUE_MARGIN:-15}
   J_REQUEUE_ON_TERM=${HPC_REQUEUE_ON_TERM:-auto}
   J_KILL_AFTER=${HPC_KILL_AFTER:-5}
-  J_PREEMPT_WATCH=${HPC_PREEMPT_WATCH:-yes}
+  J_PREEMPT_WATCH=${HPC_PREEMPT_WATCH:-auto} # auto: where the partition can preempt (cluster.sh)
   ((OPT_LOCAL == 0)) || J_PREEMPT_WATCH=no # nothing to watch without Slurm
   J_LIGHTNING_HOOK=${HPC_LIGHTNING_HOOK:-yes}
   J_PIPEFAIL=yes # each line runs as bash -o pipefail -c LINE (run_line.sh)
@@ -92,12 +92,13 @@ hpc_plan_settle_job_side() {
     die "HPC_RESULTS_BWLIMIT='$J_RESULTS_BWLIMIT' is not a whole number of KiB/s: fix or unset it"
   J_CONTAINER_RUNTIME=${HPC_CONTAINER_RUNTIME:-}
   J_LOCAL_RUN=$((OPT_LOCAL))
+  hpc_longruns_settle # --stall-timeout, --preflight (longruns.sh)
   local name
   for name in J_REQUEUE_MARGIN J_KILL_AFTER J_KEEPER_TIMEOUT; do
     is_count "${!name}" || die "HPC_${name#J_}='${!name}' is not a whole number of seconds: fix or unset it"
   done
   [[ $J_REQUEUE_ON_TERM =~ ^(yes|no|auto)$ ]] || die "HPC_REQUEUE_ON_TERM='$J_REQUEUE_ON_TERM' is not yes, no or auto: fix or unset it"
-  [[ $J_PREEMPT_WATCH =~ ^(yes|no)$ ]] || die "HPC_PREEMPT_WATCH='$J_PREEMPT_WATCH' is not yes or no: fix or unset it"
+  [[ $J_PREEMPT_WATCH =~ ^(yes|no|auto)$ ]] || die "HPC_PREEMPT_WATCH='$J_PREEMPT_WATCH' is not yes, no or auto: fix or unset it"
   [[ $J_LIGHTNING_HOOK =~ ^(yes|no)$ ]] || die "HPC_LIGHTNING_HOOK='$J_LIGHTNING_HOOK' is not yes or no: fix or unset it"
   ! has_newline "$J_CONTAINER_RUNTIME" || die "HPC_CONTAINER_RUNTIME holds a newline"
 }
@@ -291,7 +292,7 @@ hpc_plan_check_dependencies() {
 # them before it sources job_runtime.sh (SCRIPT: the file that holds them; also the start
 # of an --interactive session's shell: local.sh).
 hpc_plan_exports() {
-  local f script=${2:-} subdirs=no
+  local f script=${2:-} subdirs=no watch
   hpc_plan_chunk_to f "$1"
   [[ -n $script ]] || hpc_plan_script_path_to script "$1"
   ! hpc_plan_is_array || subdirs=yes
@@ -344,7 +345,9 @@ hpc_plan_exports() {
   _export HPC_REQUEUE_MARGIN "$J_REQUEUE_MARGIN"
   _export HPC_REQUEUE_ON_TERM "$J_REQUEUE_ON_TERM"
   _export HPC_KILL_AFTER "$J_KILL_AFTER"
-  _export HPC_PREEMPT_WATCH "$J_PREEMPT_WATCH"
+  hpc_preempt_watch_to watch # auto: yes or no from what Slurm said of the partition
+  _export HPC_PREEMPT_WATCH "$watch"
+  hpc_longruns_exports # --stall-timeout, --preflight (longruns.sh)
   [[ ${J_PIPEFAIL:-yes} == yes ]] || _export HPC_PIPEFAIL no # --no-pipefail (run_line.sh)
   [[ ! $J_LAUNCHER =~ ^(lightning|script|torchrun)$ ]] || _export HPC_LIGHTNING_HOOK "$J_LIGHTNING_HOOK"
   _export HPC_VENV "$J_VENV"
@@ -517,6 +520,7 @@ EOF
 source $q_runtime || exit 1
 
 hpc_job_begin      # log header, the job's folders, this task's command
+hpc_preflight      # every node: GPUs, local disk, rendezvous port, --preflight
 hpc_prepare_tmpdir # \$SLURM_TMPDIR on every node; \$HPC_RESULTS_DIR, copied back at the end
 hpc_stage_data     # --data: the archive extracted into \$SLURM_TMPDIR, once per node
 hpc_load_modules   # \$HPC_MODULES, when the cluster has modules

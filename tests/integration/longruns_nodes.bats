@@ -1,0 +1,118 @@
+#!/usr/bin/env bats
+# Bad and lost nodes (issue 33) on a cluster of this file's own beside the run's (folder +
+# _longrun, ports 800 higher): these tests set nodes DOWN and fill the cluster's nodes as
+# they need, which must not touch other files' jobs.
+# - a node whose preflight fails (the user's check, keyed on the node's name; a node-local
+#   disk that cannot be written) is named, excluded, and the job requeued elsewhere, not
+#   counted as one of --max-restarts;
+# - a node set DOWN under a 2-node job: the attempt is a node failure of that node, the next
+#   attempt avoids it and resumes from the checkpoint; nothing is the program's failure.
+# shellcheck disable=SC2016 # command lines in single quotes are expanded in the job
+
+load ../helpers/cluster
+
+LONGRUN=(_longrun 800)
+
+setup_file() {
+  cluster_beside_start "${LONGRUN[@]}"
+}
+
+teardown_file() {
+  cluster_beside "${LONGRUN[@]}" -- stop
+}
+
+setup() {
+  integration_setup proj
+  DOWNED=""
+}
+
+teardown() {
+  # A node this test set DOWN goes back, whatever happened (this cluster's
+  # ReturnToService=2 may have brought it back already: resume only what is still down).
+  [[ -n ${DOWNED:-} ]] || return 0
+  [[ $(as_admin sinfo -h -n "$DOWNED" -o %t | head -1) != *down* ]] ||
+    as_admin scontrol update nodename="$DOWNED" state=resume
+}
+
+# nodes_of_attempts LOG: the node list of each attempt, in order, from the log's headers.
+nodes_of_attempts() {
+  sed -n 's/^\[hpc [^]]*\] job [0-9]*, attempt [0-9]*, nodes \([^,]*\),.*/\1/p' "$1"
+}
+
+@test "a node that fails the user's --preflight (keyed on its name) is excluded; the job runs elsewhere; hpc status says so" {
+  printf 'echo "ran on $SLURMD_NODENAME"\n' >"$PROJECT/experiment_configurations.txt"
+  # The node of the first attempt becomes the bad one.
+  submit --exp-name pf --time 10 --max-restarts 0 \
+    --preflight 'f=$HOME/bad_node; [ -s "$f" ] || echo "$SLURMD_NODENAME" >"$f"; echo "checked $SLURMD_NODENAME"; [ "$(cat "$f")" != "$SLURMD_NODENAME" ]'
+  wait_job "$JOB_ID" 180
+  local log bad
+  log=$(job_log "$JOB_ID" pf)
+  cat "$log"
+  bad=$(cat "$HOME/bad_node")
+  [ "$(attempts "$JOB_ID")" = $'REQUEUED|0:0\nCOMPLETED|0:0' ]
+  grep -q "preflight failed on $bad: --preflight exited 1: checked $bad" "$log"
+  grep -q "excluded node(s) $bad from job $JOB_ID" "$log"
+  grep -q 'not counted as one of --max-restarts' "$log"
+  [ "$(nodes_of_attempts "$log" | head -1)" = "$bad" ]
+  [ "$(nodes_of_attempts "$log" | tail -1)" != "$bad" ]
+  grep -q 'ran on' "$log"
+  ! grep -q "ran on $bad" "$log" || false
+  run --separate-stderr hpc status pf
+  echo "$output"
+  [[ $output == *"2: preflight failed on $bad: --preflight failed, finished"* ]]
+}
+
+@test "nodes whose local disk cannot be written fail the preflight of a 2-node job; it requeues onto good nodes" {
+  local n
+  for n in 1 2 3 4; do mkdir -p "$SCRATCH/local/node$n"; done
+  chown -R "$HPC_TEST_USER:" "$SCRATCH/local"
+  chmod 555 "$SCRATCH/local/node1" "$SCRATCH/local/node2"
+  printf 'HPC_PROVIDES_TMPDIR=no\nHPC_LOCAL_SCRATCH=%s/local/%%n\n' "$SCRATCH" >"$PROJECT/site.conf"
+  printf 'echo "rank $SLURM_PROCID on $SLURMD_NODENAME"\n' >"$PROJECT/experiment_configurations.txt"
+  submit --exp-name disk --time 10 --cluster "$PROJECT/site.conf" --which-distributed script --num-nodes 2
+  wait_job "$JOB_ID" 240
+  local log
+  log=$(job_log "$JOB_ID" disk)
+  cat "$log"
+  [ "$(job_state "$JOB_ID")" = COMPLETED ]
+  grep -Eq "preflight failed on node[12]: local scratch $SCRATCH/local/node[12] cannot be written" "$log"
+  grep -q 'rendezvous' "$log"
+  [ "$(nodes_of_attempts "$log" | tail -1)" = "node[3-4]" ]
+  grep -q 'rank 0 on node3' "$log" && grep -q 'rank 1 on node4' "$log"
+  run --separate-stderr hpc status disk
+  echo "$output"
+  [[ $output == *"preflight failed on node"*": node-local scratch cannot be written"* ]]
+}
+
+@test "a node set DOWN under a 2-node job: a node failure, not the program's; the next attempt avoids it and resumes" {
+  cat >"$PROJECT/two.sh" <<'EOF'
+if [ "$HPC_RESUMING" = 1 ]; then
+  echo "rank $SLURM_PROCID resumed from $(cat "$HPC_CHECKPOINT_DIR/ckpt") on $SLURMD_NODENAME"
+  exit 0
+fi
+[ "$SLURM_PROCID" != 0 ] || echo step-7 >"$HPC_CHECKPOINT_DIR/ckpt"
+echo "$SLURMD_NODENAME" >"$HOME/up.$SLURM_PROCID"
+sleep 300
+EOF
+  printf 'bash two.sh\n' >"$PROJECT/experiment_configurations.txt"
+  submit --exp-name down --time 10 --which-distributed script --num-nodes 2
+  wait_file "$HOME/up.0" 120
+  wait_file "$HOME/up.1" 60
+  DOWNED=$(cat "$HOME/up.1")
+  as_admin scontrol update nodename="$DOWNED" state=down reason=longruns_test
+  wait_job "$JOB_ID" 240
+  local log
+  log=$(job_log "$JOB_ID" down)
+  cat "$log"
+  attempts "$JOB_ID"
+  [ "$(attempts "$JOB_ID" | tail -1)" = "COMPLETED|0:0" ]
+  grep -q "node failure ($DOWNED)" "$log"
+  grep -q "rank 0 resumed from step-7" "$log"
+  grep -q "excluded node(s) $DOWNED from job $JOB_ID" "$log"
+  [[ $(nodes_of_attempts "$log" | tail -1) != *"${DOWNED#node}"* ]]
+  ! grep -q "ran on $DOWNED\|resumed from step-7 on $DOWNED" "$log" || false
+  ! grep -q 'failed first' "$log" || false
+  run --separate-stderr hpc status down
+  echo "$output"
+  [[ $output == *"2: node failure ($DOWNED), finished"* ]]
+}

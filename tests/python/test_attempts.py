@@ -1,0 +1,50 @@
+"""The attempts file's lines for stalls, failed preflights and lost nodes (issue 33)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hpc_toolkit.attempts import attempts_summary, read_attempts
+
+
+def _file(tmp_path: Path, *lines: str) -> Path:
+    path = tmp_path / "0"
+    path.write_text("".join(line + "\n" for line in lines))
+    return path
+
+
+def test_preflight_failure_names_the_node_and_the_check(tmp_path: Path) -> None:
+    path = _file(
+        tmp_path,
+        "attempt=1 job=7 start=10 end=- outcome=running exit=-",
+        "attempt=1 job=7 start=10 end=12 outcome=preflight-failed exit=0 node=node2 why=user-check",
+        "attempt=2 job=7 start=30 end=90 outcome=finished exit=0",
+    )
+    tried = read_attempts(path)
+    assert [a.outcome for a in tried] == ["preflight-failed", "finished"]
+    assert tried[0].node == "node2" and tried[0].why == "user-check"
+    assert tried[0].describe() == "preflight failed on node2: --preflight failed"
+    assert attempts_summary(tried) == "2: preflight failed on node2: --preflight failed, finished"
+
+
+def test_node_failure_and_stalls_in_words(tmp_path: Path) -> None:
+    path = _file(
+        tmp_path,
+        "attempt=1 job=8 start=10 end=20 outcome=node-failure exit=0 node=node3",
+        "attempt=2 job=8 start=30 end=40 outcome=stalled-requeued exit=0",
+        "attempt=3 job=8 start=50 end=60 outcome=stalled exit=79",
+    )
+    assert [a.describe() for a in read_attempts(path)] == [
+        "node failure (node3)",
+        "stalled: stopped and requeued",
+        "stalled: stopped, not requeued (exit 79)",
+    ]
+
+
+def test_a_hostile_node_field_is_skipped(tmp_path: Path) -> None:
+    path = _file(
+        tmp_path,
+        "attempt=1 job=9 start=10 end=20 outcome=node-failure exit=0 node=$(rm -rf ~)",
+        "attempt=1 job=9 start=10 end=20 outcome=node-failure exit=0 node=n1 why=Bad Words",
+    )
+    assert read_attempts(path) == []

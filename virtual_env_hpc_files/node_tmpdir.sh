@@ -19,7 +19,8 @@ source "${BASH_SOURCE[0]%/*}/job_lib.sh"
 # hpc_node_make_tmpdir DIR: create the job's folder DIR (mode 700) in its parent, which
 # must exist (the toolkit never makes the profile's HPC_LOCAL_SCRATCH) and be safe: no other
 # user owns it or a folder above it, or can write there unless the folder is sticky
-# (hpc_unsafe_chain_to); else the job stops, saying what to fix. One mkdir, without -p: it
+# (hpc_unsafe_chain_to); else nothing is made there, and the job uses a private folder
+# (mktemp -d) in /tmp instead, saying what to fix. One mkdir, without -p: it
 # fails when anything is there already, and never follows a link. What is there is taken
 # only when it is a folder (not a link) owned by this user: the same job id on the same
 # node, left by an earlier run of this job (a requeue cut short); it is emptied. Anything
@@ -36,7 +37,15 @@ hpc_node_make_tmpdir() {
   fi
   hpc_unsafe_chain_to unsafe "$parent"
   if [[ -n $unsafe ]]; then
-    hpc_error "the local scratch folder $parent is not safe for the job's files: $unsafe. The job stops before making anything there"
+    # Not a reason to stop (issue 32): nothing is made there; a private folder in /tmp
+    # (root's, sticky: checked the same way) takes its place.
+    local fallback=${HPC_PRIVATE_FALLBACK_BASE:-/tmp}
+    hpc_unsafe_chain_to made "$fallback"
+    if [[ -z $made ]] && made=$(mktemp -d -- "$fallback/${dir##*/}.XXXXXX" 2>/dev/null) && _hpc_node_took "$made"; then
+      hpc_log >&2 "WARNING: the local scratch folder $parent is not safe for the job's files: $unsafe. Nothing is made there: the job uses the private folder $made instead"
+      return 0
+    fi
+    hpc_error "the local scratch folder $parent is not safe for the job's files: $unsafe; nor could a private folder be made in $fallback instead. The job stops before making anything there"
     return 1
   fi
   if mkdir -m 700 -- "$dir" 2>/dev/null; then

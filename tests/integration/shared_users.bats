@@ -62,26 +62,28 @@ commands() {
   ! grep -qE 'Killed|exec setsid|trap .:. USR1|hpc_run_line_argv_to' "$log" || false
 }
 
-@test "a local scratch parent another user owns (labcluster's /local/scratch/%u form), or that others can write: the job refuses before making anything, saying what to fix" {
-  commands 'echo the program started' 'echo the program started'
+@test "a local scratch parent another user owns (labcluster's /local/scratch/%u form), or that others can write: nothing is made there, the job runs in a private folder in /tmp and says what to fix (issue 23, 32)" {
+  commands 'echo "the program started in $SLURM_TMPDIR"' 'echo "the program started in $SLURM_TMPDIR"'
   mkdir -m 1777 "$AREA/local" && chmod 1777 "$AREA/local" # like /local/scratch
   as_other mkdir -m 777 "$AREA/local/$HPC_TEST_USER" # made by someone else, open to all
   submit --cluster "$(lab_profile lab "$AREA/local/%u")" --exp-name foreign --time 5
   wait_job "$JOB_ID" 120
-  local log
+  local log tmp
   log=$(job_log "$JOB_ID" foreign 0)
   cat "$log"
-  [ "$(job_states "$JOB_ID" | cut -d'|' -f2 | sort -u)" = FAILED ]
-  grep -q "the local scratch folder $AREA/local/$HPC_TEST_USER is not safe for the job's files: $AREA/local/$HPC_TEST_USER belongs to $HPC_OTHER_USER, not to you or root" "$log"
-  grep -q 'set HPC_LOCAL_SCRATCH in the cluster profile' "$log"
-  ! grep -qx 'the program started' "$log" || false
+  [ "$(job_states "$JOB_ID" | cut -d'|' -f2 | sort -u)" = COMPLETED ]
+  grep -q "WARNING: the local scratch folder $AREA/local/$HPC_TEST_USER is not safe for the job's files: $AREA/local/$HPC_TEST_USER belongs to $HPC_OTHER_USER, not to you or root.*set HPC_LOCAL_SCRATCH in the cluster profile.*the job uses the private folder /tmp/hpc_job_[0-9]*_node[0-9]\.[A-Za-z0-9]\{6\} instead" "$log"
+  tmp=$(sed -n 's/^the program started in //p' "$log")
+  [[ $tmp == /tmp/hpc_job_* ]]
+  [ ! -e "$tmp" ] # removed at the end
   [ -z "$(ls -A "$AREA/local/$HPC_TEST_USER")" ]
-  # A folder of root that every user can write (not sticky): refused too.
+  # A folder of root that every user can write (not sticky): not used either.
   mkdir -m 777 "$AREA/open" && chmod 777 "$AREA/open"
   submit --cluster "$(lab_profile open "$AREA/open")" --exp-name open --time 5
   wait_job "$JOB_ID" 120
   log=$(job_log "$JOB_ID" open 0)
   cat "$log"
+  [ "$(job_states "$JOB_ID" | cut -d'|' -f2 | sort -u)" = COMPLETED ]
   grep -q "$AREA/open can be written by other users (mode 0777, not sticky).*chmod go-w '$AREA/open'" "$log"
   [ -z "$(ls -A "$AREA/open")" ]
 }

@@ -8,20 +8,14 @@
 
 # hpc_slurm_limits: HPC_SLURM_MAX_ARRAY_SIZE and HPC_SLURM_MAX_JOB_COUNT, from the profile
 # or environment (HPC_MAX_ARRAY_SIZE, HPC_MAX_JOB_COUNT), else the cluster's MaxArraySize
-# and MaxJobCount (one `scontrol show config` per submission, and only for arrays), else
-# Slurm's defaults 1001 and 10000.
+# and MaxJobCount (one `scontrol show config` per submission: cluster.sh), else Slurm's
+# defaults 1001 and 10000.
 hpc_slurm_limits() {
   [[ -z ${HPC_SLURM_MAX_JOB_COUNT:-} ]] || return 0
-  local line array=${HPC_MAX_ARRAY_SIZE:-} jobs=${HPC_MAX_JOB_COUNT:-}
-  if [[ -z $array || -z $jobs ]] && command -v scontrol >/dev/null; then
-    while IFS= read -r line; do
-      if [[ -z ${HPC_MAX_ARRAY_SIZE:-} && $line =~ ^MaxArraySize[[:space:]]*=[[:space:]]*([0-9]+) ]]; then
-        array=${BASH_REMATCH[1]}
-      elif [[ -z ${HPC_MAX_JOB_COUNT:-} && $line =~ ^MaxJobCount[[:space:]]*=[[:space:]]*([0-9]+) ]]; then
-        jobs=${BASH_REMATCH[1]}
-      fi
-    done < <(scontrol show config 2>/dev/null)
-  fi
+  local array=${HPC_MAX_ARRAY_SIZE:-} jobs=${HPC_MAX_JOB_COUNT:-}
+  # (cluster.sh: asked once, in the background for a real submission)
+  [[ -n $array ]] || hpc_slurm_setting_to array MaxArraySize
+  [[ -n $jobs ]] || hpc_slurm_setting_to jobs MaxJobCount
   is_count "$array" && ((10#$array > 1)) || array=1001
   is_count "$jobs" && ((10#$jobs > 0)) || jobs=10000
   HPC_SLURM_MAX_ARRAY_SIZE=$((10#$array)) HPC_SLURM_MAX_JOB_COUNT=$((10#$jobs))

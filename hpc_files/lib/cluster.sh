@@ -41,6 +41,60 @@ hpc_cluster_ask_start() {
   hpc_sbatch_version_start
   [[ -z ${HPC_PARTITIONS_FD:-} ]] && command -v scontrol >/dev/null || return 0
   _hpc_partitions_ask
+  # `scontrol show config` too: the array limits (arrays.sh) and PreemptType (below).
+  [[ -n ${HPC_SLURM_CONFIG+set} ]] || exec {HPC_CONFIG_FD}< <(scontrol show config 2>/dev/null)
+}
+
+# hpc_slurm_config_to VAR: `scontrol show config`, asked once per submission (in the
+# background by hpc_cluster_ask_start, else now); "" when Slurm does not answer.
+hpc_slurm_config_to() {
+  local -n _cfg=$1
+  if [[ -z ${HPC_SLURM_CONFIG+set} ]]; then
+    HPC_SLURM_CONFIG=""
+    if [[ -n ${HPC_CONFIG_FD:-} ]]; then
+      IFS= read -r -d '' -u "$HPC_CONFIG_FD" HPC_SLURM_CONFIG || true
+      exec {HPC_CONFIG_FD}<&-
+      HPC_CONFIG_FD=""
+    elif command -v scontrol >/dev/null; then
+      HPC_SLURM_CONFIG=$(scontrol show config 2>/dev/null) || HPC_SLURM_CONFIG=""
+    fi
+  fi
+  _cfg=$HPC_SLURM_CONFIG
+}
+
+# hpc_slurm_setting_to VAR NAME: the value of NAME in `scontrol show config` ("" if none).
+hpc_slurm_setting_to() {
+  local -n _set=$1
+  local config re=$'(^|\n)'"$2"$'[ \t]*=[ \t]*([^\n]*)'
+  _set=""
+  hpc_slurm_config_to config
+  [[ $config =~ $re ]] || return 0
+  _set=${BASH_REMATCH[2]}
+  _set=${_set%"${_set##*[![:space:]]}"}
+}
+
+# hpc_preempt_watch_to VAR: whether the job of the chunk in force starts the preemption
+# watch step (requeue.sh; a step in every task). HPC_PREEMPT_WATCH yes or no as set; unset
+# (auto), "no" where this submission asked Slurm and it said the job cannot be preempted:
+# PreemptType preempt/none, or preempt/partition_prio with PreemptMode=OFF on the job's
+# partition. Else (a QOS decides, a dry run that asked nothing) "yes".
+hpc_preempt_watch_to() {
+  local -n _pw=$1
+  local type mode key=${J_PARTITION:-<default>}
+  _pw=${J_PREEMPT_WATCH:-yes}
+  [[ $_pw == auto ]] || return 0
+  _pw=yes
+  ((${OPT_DRY_RUN:-0} == 0 && ${OPT_LOCAL:-0} == 0)) && [[ -n ${HPC_SLURM_CONFIG+set}${HPC_CONFIG_FD:-} ]] || return 0
+  hpc_slurm_setting_to type PreemptType
+  case $type in
+    preempt/none) _pw=no ;;
+    preempt/partition_prio)
+      declare -gA HPC_PARTITION_INFO # (no value given: what it holds is kept)
+      [[ -v HPC_PARTITION_INFO[$key] && -n ${HPC_PARTITION_INFO[$key]} ]] || return 0
+      _hpc_field_to mode "${HPC_PARTITION_INFO[$key]}" PreemptMode
+      [[ $mode != OFF ]] || _pw=no
+      ;;
+  esac
 }
 
 # _hpc_partitions_ask: `scontrol show partition -o` of J_PARTITION (every partition when

@@ -68,6 +68,29 @@ script_of() {
   grep -qx '#SBATCH --array="0-4"' <(script_of 5)
 }
 
+@test "a real submission asks Slurm once (in the background) and leaves the preemption watch out where the partition cannot preempt" {
+  cat >"$STUBS/scontrol" <<EOF
+#!/bin/sh
+echo "\$*" >>"$BATS_TEST_TMPDIR/scontrol.log"
+case "\$*" in
+  "show config") printf 'MaxArraySize            = 10\nPreemptType             = preempt/partition_prio\n' ;;
+  *" low") echo "PartitionName=low MaxTime=UNLIMITED PreemptMode=REQUEUE State=UP" ;;
+  *) echo "PartitionName=\${4:-main} Default=YES MaxTime=UNLIMITED PreemptMode=OFF State=UP" ;;
+esac
+EOF
+  lines 12
+  run --separate-stderr submitter
+  [ "$status" -eq 0 ]
+  [ "$(sbatch_calls)" -eq 2 ] # MaxArraySize 10: two arrays
+  grep -qx "export HPC_PREEMPT_WATCH='no'" <(script_of 1)
+  [ "$(grep -c '^show config$' "$BATS_TEST_TMPDIR/scontrol.log")" = 1 ]
+  run --separate-stderr submitter -p low
+  [ "$status" -eq 0 ]
+  grep -qx "export HPC_PREEMPT_WATCH='yes'" <(script_of 3)
+  run --separate-stderr submitter -n
+  [[ $output == *"export HPC_PREEMPT_WATCH='yes'"* ]] # a dry run asks nothing: the safe yes
+}
+
 @test "an array that fits is one ordinary array; without scontrol the limit is Slurm's 1001" {
   lines 1001
   rm "$STUBS/scontrol"

@@ -71,3 +71,34 @@ setup() {
   HPC_SUBMISSION_ID=old-1 hpc_slurm_stale_attempt_to rc
   [ "$rc" = 3 ]
 }
+
+@test "the preemption watch: auto starts it only where Slurm said the job can be preempted" {
+  local w
+  # shellcheck disable=SC2034 # read by hpc_preempt_watch_to
+  J_PARTITION=tmpdir OPT_DRY_RUN=0 OPT_LOCAL=0 J_PREEMPT_WATCH=auto
+  declare -gA HPC_PARTITION_INFO=([tmpdir]="PartitionName=tmpdir GraceTime=0 PreemptMode=OFF State=UP"
+    [low]="PartitionName=low GraceTime=30 PreemptMode=REQUEUE State=UP")
+  HPC_SLURM_CONFIG=$'MaxArraySize            = 1001\nPreemptMode             = REQUEUE\nPreemptType             = preempt/partition_prio\n'
+  hpc_preempt_watch_to w
+  [ "$w" = no ]
+  J_PARTITION=low hpc_preempt_watch_to w
+  [ "$w" = yes ]
+  J_PARTITION=unasked hpc_preempt_watch_to w # a partition Slurm did not describe
+  [ "$w" = yes ]
+  J_PREEMPT_WATCH=yes hpc_preempt_watch_to w # the user's yes and no win
+  [ "$w" = yes ]
+  J_PARTITION=low J_PREEMPT_WATCH=no hpc_preempt_watch_to w
+  [ "$w" = no ]
+  OPT_DRY_RUN=1 hpc_preempt_watch_to w # a dry run asks Slurm nothing: the safe yes
+  [ "$w" = yes ]
+  # A QOS may preempt whatever the partition says; no preemption at all: no watch.
+  HPC_SLURM_CONFIG=${HPC_SLURM_CONFIG/partition_prio/qos}
+  hpc_preempt_watch_to w
+  [ "$w" = yes ]
+  HPC_SLURM_CONFIG=${HPC_SLURM_CONFIG/qos/none}
+  J_PARTITION=low hpc_preempt_watch_to w
+  [ "$w" = no ]
+  HPC_SLURM_CONFIG="" # Slurm did not answer
+  hpc_preempt_watch_to w
+  [ "$w" = yes ]
+}

@@ -229,10 +229,12 @@ EOF
   hostile_state_values
   local v col
   for v in "${HOSTILE_STATE[@]}"; do
-    for col in 2 4 6 7 8 9 10; do
+    for col in 2 4 6 7 8 9 10 11 12; do
       # Still legal: no submission id means the job id (older lines); any name is a
-      # possible submission id (a rerun of one no longer in the ledger).
-      if [[ $col == 6 && -z $v ]] || [[ ($col == 6 || $col == 10) && $v =~ ^[A-Za-z0-9_][A-Za-z0-9._+-]*$ ]]; then
+      # possible submission id (a rerun of one no longer in the ledger); no rerun_of, no
+      # cluster (not known) or any user name. (Another cluster's name: refused, exit 2.)
+      if [[ ($col == 6 || $col == 10 || $col == 11) && -z $v ]] || [[ ($col == 6 || $col == 10) && $v =~ ^[A-Za-z0-9_][A-Za-z0-9._+-]*$ ]] ||
+        [[ $col == 12 && $v =~ ^[A-Za-z0-9_.@-]{0,64}$ ]]; then
         continue
       fi
       awk -F'\t' -v OFS='\t' -v c="$col" -v v="$v" '{ $c = v; print }' "$BATS_TEST_TMPDIR/ledger.orig" >"$LEDGER"

@@ -260,3 +260,39 @@ for r in rows:
   echo "$output"
   [[ $output == *"warning: tasks 0, 1 wrote the same path(s) in the project: outputs/shared/.hydra/config.yaml, "* ]]
 }
+
+# hydra_sweep ARGS...: `python hydra_app.py -m ARGS...` in the project, as the researcher, with
+# the project's copy of the Python package (hydra_plugins/hpc_files_launcher) on the path.
+hydra_sweep() {
+  (cd "$PROJECT" && researcher env PYTHONPATH="$PROJECT/python" "$PROJECT/.venv/bin/python" hydra_app.py -m "$@")
+}
+
+@test "Hydra launcher plugin: -m hydra/launcher=hpc_files submits the sweep as one array; hydra-submitit-launcher runs the same sweep to the same results" {
+  "$PROJECT/.venv/bin/python" -c 'import hydra_plugins.hydra_submitit_launcher' ||
+    { echo "hydra-submitit-launcher is not in the test venv: run bash tests/setup/install_deps.sh" >&2; return 1; }
+  local t0=$SECONDS
+  run --separate-stderr hydra_sweep hydra/launcher=hpc_files hydra.launcher.time=5 'optimizer.lr=0.1,0.01' seconds=0
+  echo "$output"
+  echo "$stderr"
+  [ "$status" -eq 0 ]
+  JOB_ID=$(submitted_ids | tail -1) JOB_TASKS=2
+  [[ -n $JOB_ID ]]
+  [[ $output == *"hpc_files: submitted as job(s) $JOB_ID: hpc status $JOB_ID"* ]] # (Hydra logs to stdout)
+  wait_job "$JOB_ID" 240
+  local ours=$((SECONDS - t0))
+  [ "$(job_states "$JOB_ID" | grep -c '|COMPLETED|0:0$')" -eq 2 ]
+  local r=$SCRATCH/proj/hydra_app/results
+  [ "$(cat "$r/task_0/result.txt")" = "lr=0.1 depth=1" ]
+  [ "$(cat "$r/task_1/result.txt")" = "lr=0.01 depth=1" ]
+  run hpc status "$JOB_ID"
+  [[ $output == *"== hydra_app  jobs $JOB_ID  2 task(s)"*"COMPLETED 2"* ]]
+  # The peer: submitit's launcher, the same sweep; it waits for the jobs itself.
+  t0=$SECONDS
+  run --separate-stderr hydra_sweep hydra/launcher=submitit_slurm hydra.launcher.timeout_min=5 \
+    "hydra.sweep.dir=$SCRATCH/submitit_sweep" 'optimizer.lr=0.1,0.01' seconds=0
+  echo "$output $stderr"
+  [ "$status" -eq 0 ]
+  [ "$(cat "$SCRATCH/submitit_sweep/0/result.txt")" = "lr=0.1 depth=1" ]
+  [ "$(cat "$SCRATCH/submitit_sweep/1/result.txt")" = "lr=0.01 depth=1" ]
+  echo "# the same 2-point sweep, submitted and finished: hpc_files launcher $ours s, submitit $((SECONDS - t0)) s" >&3
+}

@@ -131,3 +131,23 @@ chain() {
     [ "$(stat -c %a "$a")" = 600 ]
   done
 }
+
+@test "--fresh and --resume never move or write into another user's files: a checkpoints folder that leads to theirs is refused with a clear line (issue 32)" {
+  mkdir -m 1777 "$AREA/shared"
+  as_other mkdir -p "$AREA/shared/task_0"
+  as_other bash -c 'echo weights >"$1/task_0/model.pt"' _ "$AREA/shared"
+  printf 'echo a\necho b\n' >"$PROJECT/experiment_configurations.txt"
+  mkdir -p "$SCRATCH/proj/e"
+  ln -s "$AREA/shared" "$SCRATCH/proj/e/checkpoints"
+  chown -R -h "$HPC_TEST_USER" "$SCRATCH"
+  local opt
+  for opt in --fresh --resume; do
+    run --separate-stderr as_researcher --dry-run --exp-name e "$opt"
+    echo "$stderr"
+    [ "$status" -eq 2 ]
+    [[ $stderr == *"$opt would move or write into files of another user: $SCRATCH/proj/e/checkpoints/task_0 belongs to $HPC_OTHER_USER (through $SCRATCH/proj/e/checkpoints -> $AREA/shared)"* ]]
+    [[ $stderr == *"--exp-name"* ]]
+  done
+  [ "$(cat "$AREA/shared/task_0/model.pt")" = weights ]
+  [ ! -e "$SCRATCH/proj/e/old_checkpoints" ]
+}

@@ -63,6 +63,7 @@ hpc_runs_taken_to() {
 hpc_runs_check() {
   hpc_sweep_requested && return 0
   ((OPT_DRY_RUN)) || hpc_runs_check_active
+  hpc_runs_foreign_check # (--fresh, --resume: never another user's files)
   ((OPT_RESUME == 0 && OPT_FRESH == 0)) || return 0
   local -a taken
   local -A rec
@@ -221,5 +222,30 @@ hpc_runs_fresh_move() {
       die "--fresh: could not move $from to $to; nothing was submitted"
     fi
     say "--fresh: the checkpoints in $from are kept as $to"
+  done
+}
+
+# hpc_runs_foreign_check: --fresh moves the checkpoint folders it finds aside, --resume has
+# the job write into them: refused (exit 2) when the experiment's checkpoints folder leads
+# to another user's folder (a link to a shared one), or a folder it would move or continue
+# holds anything of another user (issue 32). Root's folders (a shared sticky one) are
+# no one's files: only the entries in them are judged.
+hpc_runs_foreign_check() {
+  ((${OPT_RESUME:-0} || ${OPT_FRESH:-0})) || return 0
+  local base=$J_SCRATCH_DIR/$J_EXP_NAME/checkpoints opt=--fresh me d found owner
+  local -a taken
+  ((${OPT_FRESH:-0})) || opt=--resume
+  [[ -e $base ]] || return 0
+  me=$(id -u)
+  hpc_runs_taken_to taken
+  for d in "$base" "${taken[@]}"; do
+    if [[ $d == "$base" ]]; then
+      found=$(find -H "$d" -maxdepth 0 ! -uid "$me" ! -uid 0 -print -quit 2>/dev/null)
+    else
+      found=$(find -H "$d" ! -uid "$me" -print -quit 2>/dev/null)
+    fi
+    [[ -n $found ]] || continue
+    owner=$(stat -c %U -- "$found" 2>/dev/null) || owner="another user"
+    die "$opt would move or write into files of another user: $found belongs to $owner (through $base$([[ -L $base ]] && printf ' -> %s' "$(readlink -- "$base")")). The toolkit never moves, removes or writes into another user's files: make $base a folder of your own (ask $owner to take theirs), or submit with another --exp-name"
   done
 }

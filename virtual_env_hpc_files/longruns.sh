@@ -16,7 +16,7 @@
 HPC_EXIT_STALLED=79
 # Exit code of a job whose preflight failed once more than HPC_PREFLIGHT_RETRIES allows.
 HPC_EXIT_PREFLIGHT=78
-HPC_STALL_WATCH_PID=""
+HPC_STALL_WATCH_PID="" HPC_STALL_WATCH_STEP=no
 # Requeues of this job that are not the program's (preflight, lost nodes): --max-restarts
 # does not count them (hpc_longruns_begin).
 HPC_EXCUSED_RESTARTS=0
@@ -83,6 +83,7 @@ hpc_start_stall_watch() {
   if [[ $HPC_STEP_LAUNCHERS == *" $HPC_LAUNCHER "* && -n ${SLURM_JOB_ID:-} ]] && command -v srun >/dev/null; then
     HPC_STALL_LOG=$log srun --overlap --quiet --nodes="$HPC_NUM_NODES" --ntasks-per-node=1 \
       --cpus-per-task=1 --gres=none --job-name=hpc_stall_watch env -u BASH_ENV "${watch[@]}" </dev/null &
+    HPC_STALL_WATCH_STEP=yes
   else
     HPC_STALL_LOG=$log "${watch[@]}" </dev/null &
   fi
@@ -92,12 +93,16 @@ hpc_start_stall_watch() {
 }
 
 # hpc_stop_stall_watch: as soon as the program has ended (a results copy is no stall).
+# A watch of this shell's is stopped at once; the watch step's tasks end by themselves
+# (within a second) once the stop file is there, and the step is cancelled only if they
+# have not within 3 s (srun's own messages in the log otherwise).
 hpc_stop_stall_watch() {
   [[ -n $HPC_STALL_WATCH_PID ]] || return 0
-  local pid=$HPC_STALL_WATCH_PID i
+  local pid=$HPC_STALL_WATCH_PID i=0
   HPC_STALL_WATCH_PID=""
   : >"$HPC_ATTEMPT_DIR/stall.stop" 2>/dev/null
-  for ((i = 0; i < 30; i++)); do
+  [[ $HPC_STALL_WATCH_STEP == yes ]] || i=30
+  for ((; i < 30; i++)); do
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.1
   done

@@ -127,6 +127,19 @@ wait_for_line() {
   report "plain: $(field "$rec" name) as cuda:0, CUDA_VISIBLE_DEVICES=$cvd, torch $(field "$rec" torch) (CUDA $(field "$rec" cuda))"
 }
 
+@test "gpu: the preflight sees the GPU asked for (nvidia-smi answers) and runs a --preflight CUDA check on the node" {
+  configs 'python3 gpu_programs/cuda_probe.py --tag preflight'
+  gsubmit --gpus 1 -e preflight --time 10 \
+    --preflight 'python3 -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 3)"'
+  expect_completed "$JOB_ID"
+  local log
+  log=$(job_log "$JOB_ID" preflight)
+  cat "$log"
+  grep -Eq 'preflight ok on [^:]+: 1 GPU\(s\), local scratch writable, --preflight' "$log"
+  ! grep -q 'preflight failed' "$log" || false
+  [ "$(field "$(ckpt preflight)/probe_preflight.json" device)" = cuda:0 ]
+}
+
 @test "gpu: --gpus one more than the node has is refused; nothing is queued" {
   configs 'python3 gpu_programs/cuda_probe.py'
   local start

@@ -146,11 +146,31 @@ def expand_range(spec: str) -> list[int]:
     return out
 
 
-def _keys(job_col: str, wanted: _Index, name: str = "", submitted: str = "") -> list[Key]:
+def _accepting(
+    refs: list[tuple[str, JobRef]], name: str, submitted: str, rejected: set[str] | None
+) -> list[str]:
+    """The keys whose JobRef takes a row of this name and submit time; the others' keys
+    go into `rejected` (a row of their number that is another job's)."""
+    keys = []
+    for key, ref in refs:
+        if ref.accepts(name, submitted):
+            keys.append(key)
+        elif rejected is not None:
+            rejected.add(key)
+    return keys
+
+
+def _keys(
+    job_col: str,
+    wanted: _Index,
+    name: str = "",
+    submitted: str = "",
+    rejected: set[str] | None = None,
+) -> list[Key]:
     m = _JOB_ID.fullmatch(job_col.strip())
     if m is None or m["job"] not in wanted:
         return []
-    keys = [key for key, ref in wanted[m["job"]] if ref.accepts(name, submitted)]
+    keys = _accepting(wanted[m["job"]], name, submitted, rejected)
     if m["index"] is not None:
         return [(k, int(m["index"])) for k in keys]
     if m["range"] is not None:
@@ -166,7 +186,9 @@ def _rows(text: str, min_cols: int) -> Iterator[list[str]]:
             yield cols
 
 
-def parse_rows(text: str, wanted: Iterable[str] | Mapping[str, JobRef]) -> dict[Key, TaskState]:
+def parse_rows(
+    text: str, wanted: Iterable[str] | Mapping[str, JobRef], rejected: set[str] | None = None
+) -> dict[Key, TaskState]:
     """`JobID|State|ExitCode|Elapsed|NodeList[|JobName|Submit]` rows (sacct, squeue) of the
     wanted jobs; the last row of a task wins (sacct -D lists a requeued job's runs in order)."""
     wanted_ids = _index(wanted)
@@ -177,7 +199,7 @@ def parse_rows(text: str, wanted: Iterable[str] | Mapping[str, JobRef]) -> dict[
         extra = [c.strip() or "-" for c in cols[2:5]] + ["-"] * (5 - max(len(cols), 2))
         # Another job's name may hold a '|': the submit time is the last column.
         name, submitted = ("|".join(cols[5:-1]), cols[-1]) if len(cols) >= 7 else ("", "")
-        for key in _keys(cols[0], wanted_ids, name, submitted):
+        for key in _keys(cols[0], wanted_ids, name, submitted, rejected):
             out[key] = TaskState(state, extra[0], extra[1], _node(extra[2]))
     return out
 
@@ -197,7 +219,9 @@ def _pairs(line: str) -> dict[str, str]:
     return dict(re.findall(r"(?:^|\s)([A-Za-z/:]+)=(\S*)", line))
 
 
-def _key_from_pairs(kv: dict[str, str], wanted: _Index, name_key: str) -> list[Key]:
+def _key_from_pairs(
+    kv: dict[str, str], wanted: _Index, name_key: str, rejected: set[str] | None = None
+) -> list[Key]:
     array_job, task = kv.get("ArrayJobId", ""), kv.get("ArrayTaskId", "")
     job = kv.get("JobId", "")
     indices: list[int | None] = [None]
@@ -207,7 +231,8 @@ def _key_from_pairs(kv: dict[str, str], wanted: _Index, name_key: str) -> list[K
     if job not in wanted:
         return []
     name, submitted = kv.get(name_key, ""), kv.get("SubmitTime", "")
-    return [(key, i) for key, ref in wanted[job] if ref.accepts(name, submitted) for i in indices]
+    keys = _accepting(wanted[job], name, submitted, rejected)
+    return [(key, i) for key in keys for i in indices]
 
 
 def _elapsed(start: str, end: str) -> str:
@@ -218,7 +243,9 @@ def _elapsed(start: str, end: str) -> str:
 
 
 def parse_jobcomp(
-    lines: Iterable[str], wanted: Iterable[str] | Mapping[str, JobRef]
+    lines: Iterable[str],
+    wanted: Iterable[str] | Mapping[str, JobRef],
+    rejected: set[str] | None = None,
 ) -> dict[Key, TaskState]:
     """jobcomp/filetxt lines (`JobId=5 ... JobState=FAILED ... ExitCode=1:0`); the last wins."""
     wanted_ids = _index(wanted)
@@ -234,12 +261,14 @@ def parse_jobcomp(
             _elapsed(kv.get("StartTime", ""), kv.get("EndTime", "")),
             _node(kv.get("NodeList", "")),
         )
-        for key in _key_from_pairs(kv, wanted_ids, "Name"):
+        for key in _key_from_pairs(kv, wanted_ids, "Name", rejected):
             out[key] = ts
     return out
 
 
-def parse_scontrol(text: str, wanted: Iterable[str] | Mapping[str, JobRef]) -> dict[Key, TaskState]:
+def parse_scontrol(
+    text: str, wanted: Iterable[str] | Mapping[str, JobRef], rejected: set[str] | None = None
+) -> dict[Key, TaskState]:
     """`scontrol show job -o` (one job per line)."""
     wanted_ids = _index(wanted)
     out: dict[Key, TaskState] = {}
@@ -251,7 +280,7 @@ def parse_scontrol(text: str, wanted: Iterable[str] | Mapping[str, JobRef]) -> d
             kv.get("RunTime", "-") or "-",
             _node(kv.get("NodeList", "")),
         )
-        for key in _key_from_pairs(kv, wanted_ids, "JobName"):
+        for key in _key_from_pairs(kv, wanted_ids, "JobName", rejected):
             out[key] = ts
     return out
 
@@ -292,7 +321,9 @@ def slurm_conf_settings(environ: dict[str, str] | None = None) -> dict[str, str]
     return out
 
 
-def _from_jobcomp(ids: Mapping[str, JobRef], run: Runner, q: TaskQuery) -> dict[Key, TaskState]:
+def _from_jobcomp(
+    ids: Mapping[str, JobRef], run: Runner, q: TaskQuery, rejected: set[str]
+) -> dict[Key, TaskState]:
     conf = slurm_conf_settings()
     comp_type = conf.get("jobcomptype", "jobcomp/none")
     if comp_type == "jobcomp/none":
@@ -301,7 +332,7 @@ def _from_jobcomp(ids: Mapping[str, JobRef], run: Runner, q: TaskQuery) -> dict[
     if comp_type == "jobcomp/filetxt" and loc:
         try:
             with open(loc, encoding="utf-8", errors="replace") as fh:
-                found = parse_jobcomp(fh, ids)
+                found = parse_jobcomp(fh, ids, rejected)
             q.sources.append(f"jobcomp file {loc}")
             return found
         except OSError as exc:
@@ -311,7 +342,7 @@ def _from_jobcomp(ids: Mapping[str, JobRef], run: Runner, q: TaskQuery) -> dict[
         q.notes.append(done if isinstance(done, str) else _failure(done))
         return {}
     q.sources.append("sacct -c")
-    return parse_rows(done.stdout, ids)
+    return parse_rows(done.stdout, ids, rejected)
 
 
 def query_tasks(
@@ -343,6 +374,7 @@ def query_tasks(
     if not refs:
         return q
     keys = list(refs)
+    rejected: set[str] = set()  # keys that met a row of their number: another job's
 
     def unknown() -> dict[str, JobRef]:
         known = q.known_jobs()
@@ -371,13 +403,13 @@ def query_tasks(
     # -D: every job sacct knows by each number (without it, only the latest one).
     sacct = run(["sacct", "-D", "-X", "-P", "-n", "-o", SACCT_FIELDS, "-j", numbers(refs)])
     if not isinstance(sacct, str) and sacct.returncode == 0:
-        take(parse_rows(sacct.stdout, refs), "sacct")
+        take(parse_rows(sacct.stdout, refs, rejected), "sacct")
         q.sources[:] = ["sacct"]
         if not unknown():
             return q
     else:
         q.notes.append(sacct if isinstance(sacct, str) else _failure(sacct))
-    take(_from_jobcomp(unknown(), run, q), None)
+    take(_from_jobcomp(unknown(), run, q, rejected), None)
     missing = unknown()
     live_without_code = any(t.exit_code == "-" for t in q.tasks.values())
     if not missing and not live_without_code:
@@ -386,17 +418,25 @@ def query_tasks(
     if isinstance(squeue, str) or squeue.returncode != 0:
         q.notes.append(squeue if isinstance(squeue, str) else _failure(squeue))
     else:
-        take(parse_rows(squeue.stdout, missing), "squeue -t all")
+        take(parse_rows(squeue.stdout, missing, rejected), "squeue -t all")
     # squeue has no exit codes; scontrol has them (and is the last resort for the states).
     if unknown() or any(t.exit_code == "-" and t.state in FINISHED for t in q.tasks.values()):
         sc = run(["scontrol", "-o", "show", "job"])
         if isinstance(sc, str) or sc.returncode != 0:
             q.notes.append(sc if isinstance(sc, str) else _failure(sc))
         else:
-            found = parse_scontrol(sc.stdout, refs)
+            found = parse_scontrol(sc.stdout, refs, rejected)
             take(found, "scontrol show job", fill_only=True)
             take(found, "scontrol show job")
-    left = list(dict.fromkeys(r.job_id for r in unknown().values()))
+    gone = unknown()
+    reused = list(dict.fromkeys(r.job_id for k, r in gone.items() if k in rejected))
+    left = list(dict.fromkeys(r.job_id for k, r in gone.items() if k not in rejected))
+    if reused:
+        q.notes.append(
+            f"job number(s) {', '.join(reused[:5])}{' ...' if len(reused) > 5 else ''} "
+            "belong to another job now (Slurm handed the number out again): their own state "
+            "is not known any more, shown UNKNOWN (the ATTEMPTS column is the job's own record)"
+        )
     if left:
         q.notes.append(
             f"no source knows job(s) {', '.join(left[:5])}{' ...' if len(left) > 5 else ''}"

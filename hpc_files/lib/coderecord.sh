@@ -9,7 +9,7 @@
 
 # hpc_code_settle: J_GIT_COMMIT and J_GIT_BRANCH ("" outside git); --snapshot needs git.
 hpc_code_settle() {
-  J_GIT_COMMIT="" J_GIT_BRANCH="" J_SNAPSHOT_DIR="" J_SNAPSHOT_TREE=""
+  J_GIT_COMMIT="" J_GIT_BRANCH="" J_SNAPSHOT_DIR="" J_SNAPSHOT_TREE="" J_CODE_FROM="" J_CODE_TREE=""
   local out err="" refused=""
   # One git process, and only for a project in a repository (a .git in it or a folder
   # above, or GIT_DIR set): HEAD's commit and its branch ("HEAD" when detached); it fails
@@ -25,6 +25,7 @@ hpc_code_settle() {
     fi
     [[ $err == /dev/null ]] || rm -f -- "$err"
   fi
+  [[ -n $J_GIT_COMMIT ]] || _hpc_code_from_remote
   if [[ -z $J_GIT_COMMIT && -n $refused ]]; then
     # Git's safe.directory check (2.35.2+): a repository owned by another user is not read.
     ((OPT_SNAPSHOT == 0)) || die_usage "--snapshot copies the project's git-tracked files, but $refused"
@@ -48,6 +49,24 @@ _hpc_code_refused_to() {
   _why="git refuses to read the repository $repo: it belongs to $owner, not to you (git's \"dubious ownership\" check). If you trust it: git config --global --add safe.directory $repo (or copy the project into a folder of your own)"
 }
 
+# _hpc_code_from_remote: a copy made by --remote (remote.sh) is no repository; the record it
+# carries (.hpc_remote/code.record) names the commit, branch and working-tree hash the
+# laptop's repository had (J_CODE_FROM: where from; J_CODE_TREE: for --snapshot).
+_hpc_code_from_remote() {
+  local record=$J_SOURCE_DIR/.hpc_remote/code.record line value
+  [[ -f $record && -f $J_SOURCE_DIR/.hpc_remote/code.files ]] || return 0
+  while IFS= read -r line; do
+    value=${line#*: }
+    case $line in
+      "commit: "*) [[ ! $value =~ ^[0-9a-f]{40,64}$ ]] || J_GIT_COMMIT=$value ;;
+      "branch: "*) has_newline "$value" || J_GIT_BRANCH=$value ;;
+      "tree: "*) [[ ! $value =~ ^[0-9a-f]{40,64}$ ]] || J_CODE_TREE=$value ;;
+      "from: "*) J_CODE_FROM=$value ;;
+    esac
+  done <"$record"
+  [[ -n $J_GIT_COMMIT && -n $J_CODE_TREE ]] || J_GIT_COMMIT="" J_GIT_BRANCH="" J_CODE_TREE="" J_CODE_FROM=""
+}
+
 # _hpc_code_in_repo DIR: DIR may be in a git repository: GIT_DIR is set, or DIR or a folder
 # above it holds .git (a folder, or a file: a worktree, a submodule). Builtins only.
 _hpc_code_in_repo() {
@@ -66,10 +85,12 @@ _hpc_code_in_repo() {
 # git tree. Part of the plan: named here, copied by hpc_code_snapshot just before sbatch.
 hpc_code_plan_snapshot() {
   ((OPT_SNAPSHOT)) || return 0
-  local stash tree
+  local stash tree=$J_CODE_TREE # --remote: the laptop's, named there
   # A commit of the working tree's tracked files (HEAD's own when nothing changed).
-  stash=$(git -C "$J_PROJECT_DIR" stash create 2>/dev/null) || stash=""
-  tree=$(git -C "$J_PROJECT_DIR" rev-parse "${stash:-HEAD}^{tree}") || die "git could not name the project's files for --snapshot"
+  if [[ -z $tree ]]; then
+    stash=$(git -C "$J_PROJECT_DIR" stash create 2>/dev/null) || stash=""
+    tree=$(git -C "$J_PROJECT_DIR" rev-parse "${stash:-HEAD}^{tree}") || die "git could not name the project's files for --snapshot"
+  fi
   J_SNAPSHOT_TREE=$tree
   J_SNAPSHOT_DIR=$J_SCRATCH_DIR/hpc_outputs/snapshots/$tree
   J_SOURCE_DIR=$J_SNAPSHOT_DIR
@@ -82,7 +103,13 @@ hpc_code_snapshot() {
   if [[ ! -d $dir ]]; then
     mkdir -p -- "${dir%/*}" || die "cannot create ${dir%/*}"
     tmp=$dir.tmp.$$
-    if ! mkdir -p -- "$tmp" || ! git -C "$src" archive --format=tar "$J_SNAPSHOT_TREE" | tar -x -C "$tmp"; then
+    local copied=1
+    if [[ -n $J_CODE_TREE ]]; then # --remote: the files the laptop sent (no repository here)
+      { mkdir -p -- "$tmp" && tar -C "$src" --null -T "$src/.hpc_remote/code.files" -cf - | tar -x -C "$tmp"; } || copied=0
+    else
+      { mkdir -p -- "$tmp" && git -C "$src" archive --format=tar "$J_SNAPSHOT_TREE" | tar -x -C "$tmp"; } || copied=0
+    fi
+    if ((copied == 0)); then
       rm -rf -- "$tmp"
       die "could not copy the project's tracked files to $dir for --snapshot"
     fi
@@ -100,8 +127,13 @@ hpc_code_record() {
   [[ -n $J_GIT_COMMIT ]] || return 0
   # The project's own folder, also with --snapshot.
   local src=$J_PROJECT_DIR base=${J_COMMANDS_PATH%.commands} text diff untracked
-  diff=$(git -C "$src" diff HEAD 2>/dev/null) || diff=""
-  untracked=$(git -C "$src" ls-files --others --exclude-standard 2>/dev/null) || untracked=""
+  if [[ -n $J_CODE_FROM ]]; then # --remote: the laptop's diff, sent with the copy
+    diff=$(<"$src/.hpc_remote/code.diff") || diff=""
+    untracked="" src+=" (copied by --remote from $J_CODE_FROM)"
+  else
+    diff=$(git -C "$src" diff HEAD 2>/dev/null) || diff=""
+    untracked=$(git -C "$src" ls-files --others --exclude-standard 2>/dev/null) || untracked=""
+  fi
   printf -v text 'commit: %s\nbranch: %s\nproject: %s\nsnapshot: %s\nuncommitted changes: %s\nuntracked files:\n%s' \
     "$J_GIT_COMMIT" "$J_GIT_BRANCH" "$src" "${J_SNAPSHOT_DIR:-none}" \
     "$([[ -n $diff ]] && printf 'yes (%s.diff)' "$base" || printf none)" "${untracked:+$untracked$'\n'}"

@@ -156,6 +156,26 @@ hpc_remote_args_to() {
   done
 }
 
+# _hpc_remote_code_record SOURCE_DIR LIST DIR: the code record the copy carries, in DIR
+# (copied to .hpc_remote/ there): code.record (the laptop's commit, branch and tree of the
+# working files), code.diff (`git diff HEAD`) and code.files (what was copied). The copy is
+# no repository: the login node's side records the laptop's commit from these
+# (coderecord.sh), and --snapshot copies the listed files.
+_hpc_remote_code_record() {
+  local src=$1 list=$2 dir=$3 commit="" branch="" stash tree="" host
+  if commit=$(git -C "$src" rev-parse --verify -q HEAD 2>/dev/null); then
+    branch=$(git -C "$src" rev-parse --abbrev-ref HEAD 2>/dev/null) || branch=""
+    stash=$(git -C "$src" stash create 2>/dev/null) || stash=""
+    tree=$(git -C "$src" rev-parse "${stash:-HEAD}^{tree}" 2>/dev/null) || tree=""
+    git -C "$src" diff HEAD >"$dir/code.diff" 2>/dev/null || : >"$dir/code.diff"
+  else
+    commit="" && : >"$dir/code.diff"
+  fi
+  host=$(uname -n 2>/dev/null) || host=laptop
+  printf 'commit: %s\nbranch: %s\ntree: %s\nfrom: %s:%s\n' "$commit" "$branch" "$tree" "$host" "$src" >"$dir/code.record"
+  cp -- "$list" "$dir/code.files"
+}
+
 # _hpc_remote_words_to VAR WORD...: the words as one POSIX shell command line.
 _hpc_remote_words_to() {
   local -n _w=$1
@@ -187,6 +207,10 @@ hpc_remote_submit() {
   _hpc_remote_list_files "$src" "$list.code"
   hpc_remove_at_exit "$list.code"
   cat -- "$list" >>"$list.code"
+  mkdir -- "$list.record" || die "cannot create $list.record"
+  hpc_remove_at_exit "$list.record"
+  _hpc_remote_code_record "$src" "$list.code" "$list.record"
+  extras+=("$list.record/code.record" "$list.record/code.diff" "$list.record/code.files")
 
   # 1. The connection (opened here, reused below) and what the login node must have.
   said=$("${ssh[@]}" "$host" 'command -v rsync >/dev/null 2>&1 || echo "no rsync"' 2>&1) || rc=$?
@@ -204,7 +228,7 @@ hpc_remote_submit() {
   rsync -rlptz --from0 --files-from="$list.code" --exclude=__pycache__ -e "$rsh" \
     --rsync-path="mkdir -p -- $dir_word && rsync" -- "$src/" "$host:$dest/" ||
     HPC_DIE_STATUS=1 die "rsync to $host:$dir failed (exit $?): nothing submitted"
-  if ((${#extras[@]})); then
+  if ((${#extras[@]})); then # (never empty: the code record)
     rsync -ptz -e "$rsh" --rsync-path="mkdir -p -- $dir_word/.hpc_remote && rsync" -- "${extras[@]}" "$host:$dest/.hpc_remote/" ||
       HPC_DIE_STATUS=1 die "rsync to $host:$dir/.hpc_remote failed: nothing submitted"
   fi

@@ -138,7 +138,7 @@ login_home() { getent passwd "$HPC_TEST_USER" | cut -d: -f6; }
 
 accepted() { grep -c 'Accepted publickey' "$SSHD_DIR/sshd.log" || true; }
 
-@test "--remote: the first submission copies the code (not the venv, not the data) and runs there; a second after a code change runs the new code over the same connection" {
+@test "--remote: the first submission copies the code (not the venv, not the data) and runs there, its record the laptop's commit; a second after a code change (--snapshot) runs the new code over the same connection" {
   laptop bash -c '! command -v sbatch' # the laptop has no Slurm
   printf 'echo "version 1"\n' >"$LPROJ/run.sh"
   printf 'print("not committed yet")\n' >"$LPROJ/untracked.py"
@@ -161,6 +161,11 @@ accepted() { grep -c 'Accepted publickey' "$SSHD_DIR/sshd.log" || true; }
   [ ! -e "$remote/.venv" ] && [ ! -e "$remote/data" ] && [ ! -e "$remote/.git" ]
   wait_job "$id"
   [ "$(job_state "$id")" = COMPLETED ]
+  # The copy is no repository: the job's code record is the laptop's commit and diff.
+  local commit out=$SSHD_DIR/scratch/$REMOTE_PROJECT/hpc_outputs
+  commit=$(laptop git rev-parse HEAD)
+  grep -q "code: git commit $commit, run from $remote" "$out/first-$id.out"
+  grep -rlq "copied by --remote from .*:$LPROJ" "$out"
   local ckpt=$SSHD_DIR/scratch/$REMOTE_PROJECT/first/checkpoints
   [ "$(cat "$ckpt/v.txt")" = "version 1" ]
   # The job's environment is the login node's: nothing of the laptop's.
@@ -172,10 +177,12 @@ accepted() { grep -c 'Accepted publickey' "$SSHD_DIR/sshd.log" || true; }
   [ -z "$output" ]
 
   printf 'echo "version 2"\n' >"$LPROJ/run.sh" # edited, not committed
-  run --separate-stderr laptop bash hpc_files/job_submitter.sh --remote login --venv "$TEST_VENV" --exp-name second --time 5
+  run --separate-stderr laptop bash hpc_files/job_submitter.sh --remote login --venv "$TEST_VENV" --exp-name second --time 5 --snapshot
   [ "$status" -eq 0 ] || { echo "$stderr"; false; }
   id=$(submitted_ids | tail -1)
   wait_job "$id"
+  # --snapshot: the laptop's files as sent, in a folder of their own
+  grep -q "code: git commit $commit, run from $out/snapshots/" "$out/second-$id.out"
   [ "$(cat "$SSHD_DIR/scratch/$REMOTE_PROJECT/second/checkpoints/v.txt")" = "version 2" ]
   # one login for both submissions: the connection was reused
   [ "$(($(accepted) - before))" -eq 1 ]

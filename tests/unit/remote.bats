@@ -33,6 +33,7 @@ EOF
 #!/bin/bash
 printf 'rsync %s\n' "$*" >>"$STUB_LOG"
 for a; do [[ $a == --files-from=* ]] && tr '\0' '\n' <"${a#--files-from=}" >"$STUB_LOG.files"; done
+for a; do [[ $a == */code.record ]] && cp "$a" "$STUB_LOG.record"; done
 exit 0
 EOF
   chmod +x "$STUBS/ssh" "$STUBS/rsync"
@@ -41,7 +42,7 @@ EOF
     git -c user.name=t -c user.email=t@t commit -qm init)
 }
 
-@test "what goes: tracked and untracked-not-ignored files, the toolkit; never a venv, .git or ignored data" {
+@test "what goes: tracked and untracked-not-ignored files, the toolkit, the laptop's code record; never a venv, .git or ignored data" {
   printf 'x\n' >"$PROJECT/new_untracked.py"
   mkdir -p "$PROJECT/data" "$PROJECT/myenv/bin"
   printf 'x\n' >"$PROJECT/data/big.bin"
@@ -58,6 +59,10 @@ EOF
   run grep -c '^data/\|^myenv/\|^\.git/\|^examples/train.py$' <<<"$files"
   [ "$output" = 0 ]
   [[ $(cat "$STUB_LOG") == *"rsync "*"--rsync-path=mkdir -p -- ~/'proj' && rsync"*" -- $PROJECT/ login:proj/"* ]]
+  # the code record the copy carries: the laptop's commit (the copy is no repository)
+  grep -qx "commit: $(git -C "$PROJECT" rev-parse HEAD)" "$STUB_LOG.record"
+  grep -qx "from: $(uname -n):$PROJECT" "$STUB_LOG.record"
+  [[ $(cat "$STUB_LOG") == *"/code.record "*"/code.diff "*"/code.files login:proj/.hpc_remote/"* ]]
 }
 
 @test "the login node gets the same words, less --remote, hostile ones intact; one connection's options" {
@@ -86,7 +91,7 @@ EOF
   run --separate-stderr submitter --remote login -f "$BATS_TEST_TMPDIR/elsewhere.txt"
   [ "$status" -eq 0 ] || { echo "$stderr"; false; }
   [[ $(cat "$STUB_LOG.command") == *"'-f' '.hpc_remote/elsewhere.txt'"* ]]
-  [[ $(cat "$STUB_LOG") == *"rsync "*"$BATS_TEST_TMPDIR/elsewhere.txt login:proj/.hpc_remote/"* ]]
+  [[ $(cat "$STUB_LOG") == *"rsync "*"$BATS_TEST_TMPDIR/elsewhere.txt "*" login:proj/.hpc_remote/"* ]]
   run --separate-stderr submitter --remote login --configs=cfg/mine.txt
   [ "$status" -eq 0 ]
   [[ $(cat "$STUB_LOG.command") == *"'--configs=cfg/mine.txt'"* ]]

@@ -281,7 +281,8 @@ hpc_attempt_begin() {
   dir=$HPC_EXP_DIR/.hpc_attempt/$dir
   HPC_LAST_EXIT_HOOKS=(hpc_attempt_end_record "${HPC_LAST_EXIT_HOOKS[@]}")
   hpc_attempt_record running -
-  if ! { rm -rf -- "$dir" && mkdir -p -- "$dir" && : >"$dir/start"; }; then
+  # (an earlier attempt's folder is there only if it could not remove it: no rm otherwise)
+  if ! { { [[ ! -e $dir && ! -L $dir ]] || rm -rf -- "$dir"; } && mkdir -p -- "$dir" && : >"$dir/start"; }; then
     hpc_log "cannot write $dir: a warned attempt will count as progress only if the program exits 0"
     return 0
   fi
@@ -311,7 +312,7 @@ hpc_attempt_end() {
 # out: whatever the attempt does to it counts as written.
 hpc_ckpt_sums() {
   : >"$2" 2>/dev/null || return 0
-  [[ -d $1 ]] || return 0
+  ! hpc_dir_bare "$1" || return 0
   find "$1" -type f -size +0 -size -16385k ! -name '.hpc_*' ! -name '*.tmp' ! -name '*.part' \
     -print0 2>/dev/null | xargs -0 -r cksum -- >"$2" 2>/dev/null
   return 0

@@ -31,10 +31,22 @@ _hpc_run_job_to() {
   [[ -z ${SLURM_ARRAY_TASK_ID:-} || -z ${SLURM_ARRAY_JOB_ID:-} ]] || _j=${SLURM_ARRAY_JOB_ID}_$SLURM_ARRAY_TASK_ID
 }
 
+# hpc_dir_bare DIR: DIR is missing, empty, or holds only the toolkit's own .hpc_* files:
+# a glob in this shell, so that the checks below start no find for a task's fresh folder.
+hpc_dir_bare() {
+  local e
+  [[ -d $1 ]] || return 0
+  for e in "$1"/* "$1"/.[!.]* "$1"/..?*; do
+    [[ -e $e || -L $e ]] || continue # (a pattern that matched nothing)
+    [[ ${e##*/} == .hpc_* && -f $e && ! -L $e ]] || return 1
+  done
+  return 0
+}
+
 # hpc_ckpt_has_files DIR: DIR holds a checkpoint: a non-empty file, at any depth, other
 # than the toolkit's own (.hpc_*) and temporaries (*.tmp, *.part).
 hpc_ckpt_has_files() {
-  [[ -d $1 ]] || return 1
+  ! hpc_dir_bare "$1" || return 1
   [[ -n $(find "$1" -type f -size +0 ! -name '.hpc_*' ! -name '*.tmp' ! -name '*.part' \
     -print -quit 2>/dev/null) ]]
 }
@@ -125,7 +137,7 @@ hpc_run_settle() {
 # hpc_ckpt_snapshot DIR FILE: at an attempt's start, the checkpoints already there
 # ("EPOCH SIZE PATH" lines, newest first), for hpc_ckpt_started_over_to.
 hpc_ckpt_snapshot() {
-  [[ -d $1 ]] || { : >"$2" && return 0; }
+  ! hpc_dir_bare "$1" || { : >"$2" && return 0; }
   find "$1" -type f -size +0 ! -name '.hpc_*' ! -name '*.tmp' ! -name '*.part' \
     -printf '%T@ %s %P\n' 2>/dev/null | sort -rn >"$2" 2>/dev/null || : >"$2"
 }
@@ -173,7 +185,7 @@ hpc_attempt_record() {
   printf -v text 'attempt=%s job=%s start=%s end=%s outcome=%s exit=%s%s%s\n' \
     "$((${HPC_RESTART_COUNT:-0} + 1))" "$job" "${HPC_ATTEMPT_STARTED:-$now}" "$end" "$1" "$2" \
     "${HPC_ATTEMPT_NODE:+ node=$HPC_ATTEMPT_NODE}" "${HPC_ATTEMPT_WHY:+ why=$HPC_ATTEMPT_WHY}"
-  { mkdir -p -- "${file%/*}" && printf '%s' "$text" >>"$file"; } 2>/dev/null ||
+  { { [[ -d ${file%/*} ]] || mkdir -p -- "${file%/*}"; } && printf '%s' "$text" >>"$file"; } 2>/dev/null ||
     hpc_log "could not write $file (attempt outcome $1): hpc status will not show it"
 }
 

@@ -62,7 +62,25 @@ hpc_read_configs() {
   done
   [[ -z $pending ]] || die "configs file '$file' ends with a backslash continuation (line $lineno): finish the command or remove the trailing '\\'"
   ((${#J_COMMANDS[@]} > 0)) || die "configs file '$file' has no command: add a line such as 'python train.py --lr 0.1' (lines starting with # are comments)"
+  _configs_check_length "$file"
   _configs_check_syntax "$file"
+}
+
+# The longest command a node can run: each line reaches the node as one argument (bash -c
+# LINE), and Linux takes at most 128 KiB (MAX_ARG_STRLEN) in one; 1 KiB is left for what
+# the toolkit adds (--nodes-arg and the like). Commands are not in the batch script (they
+# are in the .commands file beside it), so Slurm's script size does not limit them.
+HPC_MAX_LINE_BYTES=130048
+
+# _configs_check_length FILE: die naming the first command too long for a node (issue 32:
+# accepted, it failed after the wait in the queue: "Argument list too long", exit 126).
+_configs_check_length() {
+  local LC_ALL=C k n=${#J_COMMANDS[@]} all="${J_COMMANDS[*]}"
+  ((${#all} > HPC_MAX_LINE_BYTES)) || return 0 # (all of them together are short enough)
+  for ((k = 0; k < n; k++)); do
+    ((${#J_COMMANDS[k]} <= HPC_MAX_LINE_BYTES)) && continue
+    die "configs file '$1', line ${J_COMMAND_LINES[k]}: the command is ${#J_COMMANDS[k]} bytes long; a node runs each line as one argument of bash -c, and Linux takes at most $HPC_MAX_LINE_BYTES bytes (127 KiB) there. Put the long part in a file the command reads (e.g. python train.py --args-file args.txt)"
+  done
 }
 
 # _configs_check_bytes FILE: no NUL byte (bash would drop it and run a different command),

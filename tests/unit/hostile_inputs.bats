@@ -183,3 +183,15 @@ refused_hard() {
   bash "$REPO_ROOT/hpc_files/install_into_project.sh" "$fresh" >/dev/null
   [ "$(cat "$fresh/examples/train.py")" = mine ]
 }
+
+@test "a command longer than the node can run (Linux takes at most 128 KiB in one argument) is refused at submission, naming its line and length (issue 32)" {
+  local long
+  long=$(head -c 140000 /dev/zero | tr '\0' x)
+  printf 'echo short\necho %s\n' "$long" >"$PROJECT/c.txt"
+  refused_hard "configs file 'c.txt', line 2: the command is 140005 bytes long; a node runs each line as one argument of bash -c, and Linux takes at most 130048 bytes (127 KiB) there" --configs c.txt
+  # Just below the limit: submitted (the node runs it: tests/integration/shared_users.bats).
+  long=$(head -c 130000 /dev/zero | tr '\0' x)
+  printf 'echo %s\n' "$long" >"$PROJECT/c.txt"
+  run --separate-stderr submitter --dry-run --configs c.txt
+  [ "$status" -eq 0 ] || { echo "${stderr:0:500}"; return 1; }
+}

@@ -47,6 +47,17 @@ setup() {
   done
 }
 
+@test "a --time past Slurm's maximum (minutes in 32 bits) is refused: 2982617-00 wrapped to 19:44:00 (issue 32)" {
+  local t
+  for t in 2982617-00 71582789:00:00; do
+    refused "--time $t is past Slurm's maximum" --time "$t"
+  done
+  for t in 2982616-00 71582788:00:00; do
+    run --separate-stderr submitter --dry-run --time "$t"
+    [ "$status" -eq 0 ] || { echo "refused $t: $stderr"; return 1; }
+  done
+}
+
 @test "memory units are checked and written the way Slurm reads them" {
   local pair
   for pair in 16G:16G 16gb:16G 500:500M 2T:2T 1024K:1024K; do

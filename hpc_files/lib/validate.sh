@@ -175,6 +175,10 @@ hpc_settle_job() {
 hpc_settle_requeue() {
   local limit
   slurm_time_seconds_to limit "$J_TIME"
+  # Slurm keeps a time limit as minutes in 32 bits, the top two values meaning "not set"
+  # and "infinite": a longer --time wraps (2982617-00 became 19:44:00). Issue 32.
+  (((limit + 59) / 60 <= 4294967293)) ||
+    die "--time $J_TIME is past Slurm's maximum (4294967293 minutes): Slurm would wrap it into a much shorter limit. Give a real wall time, at most the partition's limit (sinfo -o '%P %l')"
   J_SIGNAL_GRACE=$((10#${OPT_SIGNAL_GRACE:-$HPC_SIGNAL_GRACE}))
   # The profile's default warning is shortened to half the wall time of short jobs.
   [[ -n $OPT_SIGNAL_GRACE ]] || ((J_SIGNAL_GRACE <= limit / 2)) || J_SIGNAL_GRACE=$((limit / 2))

@@ -304,6 +304,12 @@ refused() {
   refused "--sync-every needs a results folder" --sync-every 5 --results-dir none
   refused "--results-dir '../up' holds '..'" --results-dir ../up
   refused "--results-dir '.' names no folder" --results-dir .
+  # The input-error code, as every refusal of bad input (issue 32: '..' was said to exit 1).
+  local bad
+  for bad in .. ../ ./.. a/../.. /abs; do
+    run --separate-stderr submitter --exp-name s --results-dir "$bad"
+    [ "$status" -eq 2 ] || { echo "--results-dir $bad: exit $status: $stderr"; return 1; }
+  done
 }
 
 @test "--help documents the staging options" {

@@ -158,7 +158,9 @@ hpc_remote_args_to() {
 
 # _hpc_remote_code_record SOURCE_DIR LIST DIR: the code record the copy carries, in DIR
 # (copied to .hpc_remote/ there): code.record (the laptop's commit, branch and tree of the
-# working files), code.diff (`git diff HEAD`) and code.files (what was copied). The copy is
+# working files), code.diff (`git diff HEAD`) and code.files.new (what was copied: it
+# becomes code.files there once the files the last copy had and this one lacks, removed on
+# the laptop since, are removed from the copy too). The copy is
 # no repository: the login node's side records the laptop's commit from these
 # (coderecord.sh), and --snapshot copies the listed files.
 _hpc_remote_code_record() {
@@ -173,7 +175,7 @@ _hpc_remote_code_record() {
   fi
   host=$(uname -n 2>/dev/null) || host=laptop
   printf 'commit: %s\nbranch: %s\ntree: %s\nfrom: %s:%s\n' "$commit" "$branch" "$tree" "$host" "$src" >"$dir/code.record"
-  cp -- "$list" "$dir/code.files"
+  cp -- "$list" "$dir/code.files.new"
 }
 
 # _hpc_remote_words_to VAR WORD...: the words as one POSIX shell command line.
@@ -210,7 +212,7 @@ hpc_remote_submit() {
   mkdir -- "$list.record" || die "cannot create $list.record"
   hpc_remove_at_exit "$list.record"
   _hpc_remote_code_record "$src" "$list.code" "$list.record"
-  extras+=("$list.record/code.record" "$list.record/code.diff" "$list.record/code.files")
+  extras+=("$list.record/code.record" "$list.record/code.diff" "$list.record/code.files.new")
 
   # 1. The connection (opened here, reused below) and what the login node must have.
   said=$("${ssh[@]}" "$host" 'command -v rsync >/dev/null 2>&1 || echo "no rsync"' 2>&1) || rc=$?
@@ -239,6 +241,16 @@ hpc_remote_submit() {
   script='d=$1; shift; case $d in "~") d=$HOME ;; "~/"*) d=$HOME/${d#"~/"} ;; esac
 cd -- "$d" 2>/dev/null || { echo "job_submitter.sh: no folder $d on $(hostname)" >&2; exit 1; }
 [ -f hpc_files/job_submitter.sh ] || { echo "job_submitter.sh: no toolkit in $d on $(hostname) (hpc_files/job_submitter.sh)" >&2; exit 1; }
+r=.hpc_remote
+if [ -f $r/code.files.new ]; then
+  if [ -f $r/code.files ]; then
+    comm -z -23 <(sort -z $r/code.files) <(sort -z $r/code.files.new) | while IFS= read -r -d "" f; do
+      case /$f/ in */../* | //*) continue ;; esac
+      [ ! -f "$f" ] || rm -f -- "$f"
+    done
+  fi
+  mv -f -- $r/code.files.new $r/code.files
+fi
 exec bash hpc_files/job_submitter.sh "$@"'
   local cmd
   _hpc_remote_words_to cmd bash -lc "$script" hpc-remote "$dir" "${args[@]}"

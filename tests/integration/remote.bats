@@ -177,6 +177,8 @@ accepted() { grep -c 'Accepted publickey' "$SSHD_DIR/sshd.log" || true; }
   [ -z "$output" ]
 
   printf 'echo "version 2"\n' >"$LPROJ/run.sh" # edited, not committed
+  rm "$LPROJ/untracked.py"              # removed on the laptop: removed from the copy
+  runuser -u "$HPC_TEST_USER" -- touch "$remote/made_there.txt" # the copy's own: kept
   run --separate-stderr laptop bash hpc_files/job_submitter.sh --remote login --venv "$TEST_VENV" --exp-name second --time 5 --snapshot
   [ "$status" -eq 0 ] || { echo "$stderr"; false; }
   id=$(submitted_ids | tail -1)
@@ -184,6 +186,7 @@ accepted() { grep -c 'Accepted publickey' "$SSHD_DIR/sshd.log" || true; }
   # --snapshot: the laptop's files as sent, in a folder of their own
   grep -q "code: git commit $commit, run from $out/snapshots/" "$out/second-$id.out"
   [ "$(cat "$SSHD_DIR/scratch/$REMOTE_PROJECT/second/checkpoints/v.txt")" = "version 2" ]
+  [ ! -e "$remote/untracked.py" ] && [ -f "$remote/made_there.txt" ] && [ -f "$remote/run.sh" ]
   # one login for both submissions: the connection was reused
   [ "$(($(accepted) - before))" -eq 1 ]
 }

@@ -62,7 +62,7 @@ EOF
   # the code record the copy carries: the laptop's commit (the copy is no repository)
   grep -qx "commit: $(git -C "$PROJECT" rev-parse HEAD)" "$STUB_LOG.record"
   grep -qx "from: $(uname -n):$PROJECT" "$STUB_LOG.record"
-  [[ $(cat "$STUB_LOG") == *"/code.record "*"/code.diff "*"/code.files login:proj/.hpc_remote/"* ]]
+  [[ $(cat "$STUB_LOG") == *"/code.record "*"/code.diff "*"/code.files.new login:proj/.hpc_remote/"* ]]
 }
 
 @test "the login node gets the same words, less --remote, hostile ones intact; one connection's options" {

@@ -145,3 +145,9 @@ def test_cli_without_slurm(runner: CliRunner) -> None:
     result = runner.invoke(app, ["doctor"])
     assert result.exit_code == 1
     assert "scontrol is not on PATH" in result.stderr
+
+
+def test_gres_with_socket_bindings_and_other_kinds() -> None:
+    p = doc.Partition("gpu", gres=["gpu:v100l:4(S:0-1)", "gpu:2", "mps:400"])
+    assert (p.max_gpus_per_node, p.gpu_types) == (4, ["v100l"])
+    assert doc.Partition("cpu").max_gpus_per_node == 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from hpc_toolkit.cli import app
@@ -139,4 +140,24 @@ def test_cli_why_held(runner: CliRunner, stub: Stub) -> None:
     stub("scontrol", stdout=rec("job_held.txt"))
     result = runner.invoke(app, ["why", "8"])
     assert result.exit_code == 0, result.stderr
+    assert "It is held by you" in result.stdout
+
+
+def test_cli_why_an_experiment_asks_about_its_latest_submission(
+    runner: CliRunner, stub: Stub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = tmp_path / "proj"
+    (project / "hpc_files").mkdir(parents=True)
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("SCRATCH", str(tmp_path / "scratch"))
+    jobs = tmp_path / "scratch" / "proj" / "hpc_outputs" / "jobs"
+    jobs.mkdir(parents=True)
+    (jobs / "submissions.tsv").write_text(
+        f"2024-05-01T12:00:00+0000\t7\ttrain\t1\t{jobs}/train-20240501-120000-1.sbatch\n"
+        f"2024-05-02T12:00:00+0000\t8\ttrain\t1\t{jobs}/train-20240502-120000-2.sbatch\n"
+    )
+    scontrol = stub("scontrol", stdout=rec("job_held.txt"))
+    result = runner.invoke(app, ["why", "train"])
+    assert result.exit_code == 0, result.stderr
+    assert Path(f"{scontrol}.args").read_text().split() == ["show", "job", "-o", "8"]
     assert "It is held by you" in result.stdout

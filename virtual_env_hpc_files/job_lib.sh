@@ -274,9 +274,11 @@ hpc_slurm_version_code() {
 # hpc_slurm_at_least VERSION [HAVE]: HAVE (default: this job's HPC_SLURM_VERSION) is
 # VERSION or newer. Unknown versions count as new (the toolkit's default behaviour).
 hpc_slurm_at_least() {
-  local have=${2-${HPC_SLURM_VERSION:-}}
+  local have=${2-${HPC_SLURM_VERSION:-}} want=$1
   [[ -n $have ]] || return 0
-  (($(hpc_slurm_version_code "$have") >= $(hpc_slurm_version_code "$1")))
+  # (hpc_slurm_version_code's sum, without its two subshells: the submission asks this)
+  local h=${have#*.} w=${want#*.}
+  ((10#${have%%.*} * 100 + 10#${h%%.*} >= 10#${want%%.*} * 100 + 10#${w%%.*}))
 }
 
 # hpc_slurm_job_version: HPC_SLURM_VERSION as the submission read it; a batch script

@@ -153,8 +153,8 @@ hpc_cluster_check_time() {
   _hpc_field_to max "$info" MaxTime
   [[ -n $max && $max != UNLIMITED && $max != INFINITE ]] || return 0
   is_slurm_time "$max" || return 0
-  limit=$(slurm_time_seconds "$max")
-  asked=$(slurm_time_seconds "$J_TIME")
+  slurm_time_seconds_to limit "$max"
+  slurm_time_seconds_to asked "$J_TIME"
   ((asked > limit)) || return 0
   _hpc_refuse "--time $J_TIME is longer than partition $name allows (MaxTime=$max): ask for at most --time $max, or choose another partition with -p (sinfo -o '%P %l' lists their limits)"
 }

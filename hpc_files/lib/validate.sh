@@ -256,6 +256,9 @@ hpc_check_scripts_exist() {
 hpc_check_relative_outputs() {
   local hits k lines="" example=""
   local -a at
+  # No word that could be such a flag (--out..., --save..., --log..., --ckpt..., --res...,
+  # --default_root...): nothing to read. Most lines, and no awk for them.
+  [[ "${J_COMMANDS[*]}" == *-[oslcrd][uaohke]* ]] || return 0
   # One awk over all the commands (a bash loop over every word of 20,000 lines took
   # seconds). Words split on blanks as 'read -a' does; a word NAME=VALUE or NAME VALUE.
   # It prints the index of each command at fault, the first one's NAME VALUE first.

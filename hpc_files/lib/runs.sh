@@ -59,10 +59,11 @@ hpc_runs_taken_to() {
 
 # hpc_runs_check: refuse (exit 2) a submission that would take another run's checkpoints
 # without --resume or --fresh, and one whose experiment is queued or running already.
-# Reads files and squeue only; writes nothing.
+# Reads files (and squeue, for --local) only; writes nothing.
 hpc_runs_check() {
   hpc_sweep_requested && return 0
-  ((OPT_DRY_RUN)) || hpc_runs_check_active
+  # (a submission checks under the experiment's lock: hpc_runs_claim; --local here)
+  ((OPT_DRY_RUN || !OPT_LOCAL)) || hpc_runs_check_active
   hpc_runs_foreign_check # (--fresh, --resume: never another user's files)
   ((OPT_RESUME == 0 && OPT_FRESH == 0)) || return 0
   local -a taken

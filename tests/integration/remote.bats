@@ -125,7 +125,7 @@ teardown() {
 # machine's environment but a PATH without Slurm, a secret and a marker that must stay here.
 laptop() {
   (cd "$LPROJ" && runuser -u "$HPC_OTHER_USER" -- env -i HOME="$LAPTOP/home" PATH="$LAPTOP/bin" \
-    USER="$HPC_OTHER_USER" HPC_SSH_CONFIG="$LAPTOP/ssh_config" HPC_LAPTOP_MARK=laptop \
+    USER="$HPC_OTHER_USER" HPC_SSH_CONFIG="$LAPTOP/ssh_config" HPC_SSH_PERSIST=120 HPC_LAPTOP_MARK=laptop \
     WANDB_API_KEY=laptop-secret-key ${LAPTOP_ENV:+"${LAPTOP_ENV[@]}"} "$@")
 }
 

@@ -154,6 +154,70 @@ hpc_proc_warn_loop() {
   return 0
 }
 
+# --- processes that escape the program (issue 32) ------------------------------------------
+# A program can start processes outside its process group and session (setsid, a daemon's
+# double fork): the signals for the program's group miss them, and on a cluster without a
+# job cgroup Slurm does not know them either, so they outlived every attempt (and kept
+# writing into $HPC_CHECKPOINT_DIR). The program starts with HPC_PROGRAM_TOKEN, a random
+# word of this attempt, in its environment, which every process it starts inherits: at the
+# program's end, this user's processes that still hold it are ended (hpc_escapees_end).
+
+# hpc_escapees_token: HPC_PROGRAM_TOKEN, made once per attempt (not exported here: only the
+# program gets it, hpc_spawn_command).
+hpc_escapees_token() {
+  [[ -z ${HPC_PROGRAM_TOKEN:-} ]] || return 0
+  local r
+  r=$(od -An -tx8 -N8 /dev/urandom 2>/dev/null) || r=$RANDOM$RANDOM$RANDOM$$
+  HPC_PROGRAM_TOKEN=${r//[[:space:]]/}.${SLURM_JOB_ID:-0}
+}
+
+# hpc_escapees_to ARRAY: this user's processes whose environment holds this attempt's
+# HPC_PROGRAM_TOKEN, but this shell. No fork per process: /proc read by bash.
+hpc_escapees_to() {
+  local -n _esc=$1
+  local env_file pid entry want="HPC_PROGRAM_TOKEN=${HPC_PROGRAM_TOKEN:-}"
+  local -a envs
+  _esc=()
+  [[ -n ${HPC_PROGRAM_TOKEN:-} ]] || return 0
+  for env_file in /proc/[0-9]*/environ; do
+    [[ -O $env_file ]] || continue
+    pid=${env_file#/proc/}
+    pid=${pid%/environ}
+    [[ $pid != "$$" && $pid != "$BASHPID" ]] || continue
+    mapfile -d '' envs <"$env_file" 2>/dev/null || continue
+    for entry in "${envs[@]}"; do
+      [[ $entry == "$want" ]] || continue
+      _esc+=("$pid")
+      break
+    done
+  done
+}
+
+# hpc_escapees_end: exit hook (first of all: before the results are copied): end the
+# processes the program started that still run now that it has ended (TERM, then KILL
+# 2 s later), saying which. Run once the program has ended: its own process group has been
+# ended by then, so what is left escaped it.
+hpc_escapees_end() {
+  local -a pids
+  local pid comm list="" waited
+  hpc_escapees_to pids
+  ((${#pids[@]})) || return 0
+  for pid in "${pids[@]}"; do
+    comm='?'
+    { IFS= read -r -d '' comm <"/proc/$pid/cmdline"; } 2>/dev/null # (its argv[0])
+    list+="${list:+, }$pid (${comm:0:60})"
+    kill -TERM "$pid" 2>/dev/null
+  done
+  hpc_log "processes the program started outside its process group still ran when it ended: $list: ended now (they end with the attempt; docs/requeue.md)"
+  for ((waited = 0; waited < 20; waited++)); do
+    hpc_escapees_to pids
+    ((${#pids[@]})) || return 0
+    sleep 0.1
+  done
+  kill -KILL "${pids[@]}" 2>/dev/null
+  return 0
+}
+
 if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
   case ${1:-}/${2:-} in
     warn/[0-9]*)

@@ -245,15 +245,16 @@ hpc_status_as_user() {
   local job2=$JOB_ID log prefix
   wait_job "$job1" 180
   wait_job "$job2" 180
+  local pair id exp bad
   for pair in "$job1 taken $AREA/sticky/$HPC_TEST_USER" "$job2 lab $AREA/lab/$HPC_TEST_USER"; do
-    read -r JOB_ID exp bad <<<"$pair"
-    log=$(job_log "$JOB_ID" "$exp")
+    read -r id exp bad <<<"$pair"
+    log=$(job_log "$id" "$exp")
     cat "$log"
-    [ "$(job_state "$JOB_ID")" = COMPLETED ]
+    [ "$(job_state "$id")" = COMPLETED ]
     grep -q "WARNING: venv: .* is not safe for the node-local venv: $bad" "$log"
-    grep -q "venv: the node-local copy goes to .*/hpc_venv_${HPC_TEST_USER}_${JOB_ID}\.[0-9a-f]* instead" "$log"
+    grep -q "venv: the node-local copy goes to .*/hpc_venv_${HPC_TEST_USER}_${id}\.[0-9a-f]* instead" "$log"
     prefix=$(sed -n 's/^PREFIX node[0-9] //p' "$log" | sort -u)
-    [[ $prefix == */hpc_venv_${HPC_TEST_USER}_${JOB_ID}.*/venv-* ]]
+    [[ $prefix == */hpc_venv_${HPC_TEST_USER}_${id}.*/venv-* ]]
   done
   [ "$(grep -c '^PREFIX ' "$log")" -eq 2 ] # both nodes of the 2-node job
   # Theirs untouched.
@@ -266,4 +267,18 @@ venv_profile() {
   printf 'source %q\nHPC_VENV_LOCAL_DIR=%q\n' "$REPO_ROOT/hpc_files/clusters/local.conf" "$2" >"$conf"
   chmod 644 "$conf"
   printf '%s\n' "$conf"
+}
+
+@test "a daemon the command starts with setsid ends with the job, and the log says so (issue 32)" {
+  local mark=hpc_daemon_$RANDOM$RANDOM
+  commands "setsid bash -c 'exec -a $mark sleep 600' </dev/null >/dev/null 2>&1 & sleep 1; echo started"
+  submit --exp-name daemon --time 5
+  wait_job "$JOB_ID" 120
+  local log left=()
+  log=$(job_log "$JOB_ID" daemon)
+  cat "$log"
+  [ "$(job_state "$JOB_ID")" = COMPLETED ]
+  grep -q "processes the program started outside its process group still ran when it ended: [0-9]* ($mark): ended now" "$log"
+  mapfile -t left < <(pgrep -u "$HPC_TEST_USER" -f "^$mark")
+  ((${#left[@]} == 0)) || { kill "${left[@]}"; echo "the daemon outlived the job"; return 1; }
 }

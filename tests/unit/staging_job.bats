@@ -375,3 +375,15 @@ no_rsync_path() {
 teardown() {
   [[ -z ${MOUNTED:-} ]] || umount "$MOUNTED"
 }
+
+@test "a daemon the program starts with setsid (out of its process group and session) ends with the attempt, and the log says so (issue 32)" {
+  local mark=hpc_escapee_$RANDOM$RANDOM
+  HPC_LAUNCHER=none
+  printf '%s\n' "setsid bash -c 'exec -a $mark sleep 600' </dev/null >/dev/null 2>&1 & sleep 0.5; echo started" >"$HPC_COMMANDS_FILE"
+  run_job_side 'hpc_job_begin; hpc_prepare_tmpdir' 'hpc_run_command'
+  echo "$output"; echo "$stderr"
+  local -a left
+  mapfile -t left < <(pgrep -f "^$mark")
+  ((${#left[@]} == 0)) || { kill "${left[@]}"; echo "the daemon outlived the attempt"; return 1; }
+  [[ $output$stderr == *"processes the program started outside its process group still ran when it ended: "*"($mark"*"): ended now"* ]]
+}

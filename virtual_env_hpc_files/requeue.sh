@@ -56,7 +56,11 @@ hpc_spawn_command() {
   hpc_line_expanded_to ran "$1" # the line as it runs, beside "command:" (job_lib.sh)
   [[ -z $ran ]] || hpc_log "runs as: $ran"
   hpc_run_line_argv_to argv "$1"
+  # Processes it starts outside its group end with it (proc_tree.sh: hpc_escapees_end).
+  hpc_escapees_token
+  [[ " ${HPC_EXIT_HOOKS[*]} " == *" hpc_escapees_end "* ]] || HPC_EXIT_HOOKS=(hpc_escapees_end "${HPC_EXIT_HOOKS[@]}")
   (
+    export HPC_PROGRAM_TOKEN
     trap ':' USR1 USR2 TERM INT QUIT HUP
     exec setsid "${argv[@]}"
   ) </dev/null &

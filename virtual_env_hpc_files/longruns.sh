@@ -70,10 +70,9 @@ hpc_note_program_pid() {
 # steps: one overlapping step of one task per node; else a process of this shell).
 hpc_start_stall_watch() {
   ((${HPC_STALL_TIMEOUT_S:-0} > 0)) || return 0
-  [[ -n ${HPC_ATTEMPT_DIR:-} ]] || {
-    hpc_log "stall watch: off (the attempt's folder could not be written)"
-    return 0
-  }
+  # (No attempt folder: an --interactive session, whose terminal is no log to watch, or a
+  # job whose folder could not be written, which hpc_attempt_begin has said.)
+  [[ -n ${HPC_ATTEMPT_DIR:-} ]] || return 0
   local node log
   hpc_node_name_to node
   log=$(readlink -f -- "/proc/$$/fd/1" 2>/dev/null) || log=""
@@ -227,8 +226,8 @@ hpc_requeue_for_node() {
 # is excluded and the job requeued (HPC_PREFLIGHT_RETRIES times in a row at most).
 hpc_preflight() {
   [[ -z ${HPC_SIGNALLED:-} ]] || return 0
-  local dir=${HPC_ATTEMPT_DIR:-} listener="" rc=0 nodes=${HPC_NUM_NODES:-1}
-  [[ -n $dir ]] || dir=$(mktemp -d) || return 0
+  local dir=${HPC_ATTEMPT_DIR:-} listener="" rc=0 nodes=${HPC_NUM_NODES:-1} own=""
+  [[ -n $dir ]] || { dir=$(mktemp -d) && own=$dir; } || return 0
   rm -rf -- "$dir/preflight"
   mkdir -p -- "$dir/preflight" || return 0
   export HPC_PREFLIGHT_DIR=$dir/preflight
@@ -241,7 +240,23 @@ hpc_preflight() {
       port=$(MASTER_ADDR=$addr hpc_job_port)
       _hpc_preflight_listen "$addr" "$port" &
       listener=$!
-      export HPC_PREFLIGHT_ADDR=$addr HPC_PREFLIGHT_PORT=$port
+      # Listening before the nodes knock (at most 5 s): a listener that could not start
+      # (another job took the port meanwhile) must not fail the nodes; the check is left out.
+      local i=0
+      [[ -n $addr ]] || i=50
+      for ((; i < 50; i++)); do
+        ! (exec 3<>"/dev/tcp/$addr/$port") 2>/dev/null || break
+        kill -0 "$listener" 2>/dev/null || i=50
+        sleep 0.1
+      done
+      if [[ -n $addr ]] && ((i < 50)); then
+        export HPC_PREFLIGHT_ADDR=$addr HPC_PREFLIGHT_PORT=$port
+      else
+        hpc_log "preflight: could not listen on the rendezvous port ${addr:-?}:$port here: that check is left out"
+        kill "$listener" 2>/dev/null
+        wait "$listener" 2>/dev/null
+        listener=""
+      fi
     else
       hpc_log "preflight: no python3 on this node to listen on the rendezvous port: that check is left out"
     fi
@@ -256,17 +271,27 @@ hpc_preflight() {
     "${check[@]}" </dev/null || rc=$?
   fi
   [[ -z $listener ]] || { kill "$listener" 2>/dev/null; wait "$listener" 2>/dev/null; }
-  local f failed=() why="" first_why="" node line
+  local f failed=() why="" first_why="" node line unreached=0
   for f in "$HPC_PREFLIGHT_DIR"/*.fail; do
     [[ -f $f ]] || continue
     node=${f##*/} node=${node%.fail}
     IFS= read -r line <"$f" || line="?"
+    [[ $line != "rendezvous "* ]] || unreached=$((unreached + 1))
     failed+=("$node")
     why+="${why:+; }$node: ${line#* }"
     [[ -n $first_why ]] || first_why=${line%% *}
   done
   local ok=("$HPC_PREFLIGHT_DIR"/*.ok)
   [[ -f ${ok[0]} ]] || ok=()
+  # When no other node reaches the first node's port, the first node is as likely at fault
+  # (its firewall, its network): it is excluded too.
+  local first_node
+  hpc_node_name_to first_node
+  if ((nodes > 1 && unreached == nodes - 1 && ${#failed[@]} == unreached)); then
+    failed+=("$first_node")
+    why+="; $first_node: no other node reaches its rendezvous port"
+  fi
+  [[ -z $own ]] || rm -rf -- "$own"
   if ((${#failed[@]} == 0)); then
     if ((rc != 0 || ${#ok[@]} < nodes)); then
       hpc_log "preflight: only ${#ok[@]} of $nodes node(s) answered (exit code $rc); going on"

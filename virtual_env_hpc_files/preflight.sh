@@ -43,12 +43,19 @@ if ((want > 0)); then
 fi
 
 # The node-local scratch: Slurm's folder for the job when it makes one (and the profile
-# does not say otherwise), else the profile's HPC_LOCAL_SCRATCH on this node.
+# does not say otherwise), else the profile's HPC_LOCAL_SCRATCH on this node, where the job
+# will make its own folder. A HPC_LOCAL_SCRATCH that is missing, or not safe for the job's
+# files, is the profile's to fix, not this node's: the job's set-up says so (staging.sh,
+# node_tmpdir.sh), and a node is not excluded for it.
 scratch=""
 [[ ${HPC_PROVIDES_TMPDIR:-auto} == no ]] || hpc_slurm_tmpdir_to scratch
-[[ -n $scratch && -d $scratch ]] || { hpc_node_path_to scratch "${HPC_LOCAL_SCRATCH:-/tmp}" || scratch=""; }
+if [[ -z $scratch || ! -d $scratch ]]; then
+  hpc_node_path_to scratch "${HPC_LOCAL_SCRATCH:-/tmp}" 2>/dev/null || scratch=""
+  unsafe=""
+  [[ -z $scratch || ! -d $scratch ]] || hpc_unsafe_chain_to unsafe "$scratch"
+  [[ -d $scratch && -z $unsafe ]] || scratch=""
+fi
 if [[ -n $scratch ]]; then
-  [[ -d $scratch ]] || fail scratch "local scratch $scratch does not exist"
   probe=$(mktemp "$scratch/.hpc_preflight.XXXXXX" 2>/dev/null) ||
     fail scratch "local scratch $scratch cannot be written"
   if ! head -c 65536 /dev/zero >"$probe" 2>/dev/null; then

@@ -223,7 +223,7 @@ accepted() { grep -c 'Accepted publickey' "$SSHD_DIR/sshd.log" || true; }
   local id
   id=$(submitted_ids | tail -1)
   run --separate-stderr laptop_hpc cancel long --remote login
-  [ "$status" -eq 2 ]
+  [ "$status" -eq 2 ] || { echo "status $status: $output $stderr"; false; }
   [[ $stderr == *"nothing cancelled (not on a terminal: --yes cancels long on login)"* ]]
   [ -n "$(squeue -h -j "$id" -o %i)" ]
   run --separate-stderr laptop_hpc cancel long --remote login --yes
@@ -241,7 +241,7 @@ accepted() { grep -c 'Accepted publickey' "$SSHD_DIR/sshd.log" || true; }
   [ -z "$output" ]
   run --separate-stderr laptop_hpc status --remote dead
   [ "$status" -eq 1 ]
-  [[ $stderr == *"hpc: cannot reach dead over ssh ("*"Connection refused)"* ]]
+  [[ $stderr == *"hpc: cannot reach dead over ssh ("*"Connection refused)"* ]] || { echo "$status: $stderr"; false; }
   # Refused by the login node's side: its message, its exit code 2, nothing submitted.
   run --separate-stderr laptop bash hpc_files/job_submitter.sh --remote login --gpus lots --exp-name refused
   [ "$status" -eq 2 ]

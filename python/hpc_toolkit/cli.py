@@ -197,7 +197,7 @@ def status(
                 tip = advice(u) if u else ""
                 if tip:
                     tips.append(f"  task {row[0]} ({t.slurm_id}): {tip}")
-            rows.append([*row, str(t.log(scratch))])
+            rows.append([*row, t.log_text(scratch)])
         out.append(render_table([*header, "LOG"], rows).rstrip("\n"))
         out.extend(tips)
     typer.echo("\n".join(out))
@@ -208,6 +208,7 @@ class _Attempts:
 
     def __init__(self) -> None:
         self._dirs: dict[Path, Path | None] = {}
+        self._files: dict[Path, set[str]] = {}
 
     def of(self, task: Task) -> list[Attempt]:
         if task.number is None:
@@ -219,7 +220,16 @@ class _Attempts:
             except OSError:
                 self._dirs[script] = None
         folder = self._dirs[script]
-        return read_attempts(folder / str(task.number)) if folder is not None else []
+        if folder is None:
+            return []
+        # The folder listed once: a task that never started has no file (no open each).
+        if folder not in self._files:
+            try:
+                self._files[folder] = set(os.listdir(folder))
+            except OSError:
+                self._files[folder] = set()
+        name = str(task.number)
+        return read_attempts(folder / name) if name in self._files[folder] else []
 
 
 def _status_json(

@@ -51,11 +51,7 @@ def die(message: str, code: int = 1) -> NoReturn:
 
 def render_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """Left-aligned columns two spaces apart; plain text, so it survives grep, less and logs."""
-    widths = [len(h) for h in header]
-    for row in rows:
-        widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]
-    lines = [
-        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-        for r in [header, *rows]
-    ]
-    return "\n".join(lines) + "\n"
+    # One format string for all rows (20,000 rows of hpc status: 0.2 s cell by cell).
+    widths = [max(map(len, column)) for column in zip(header, *rows, strict=True)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return "\n".join(fmt.format(*r).rstrip() for r in [header, *rows]) + "\n"

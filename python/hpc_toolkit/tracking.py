@@ -54,6 +54,10 @@ class Task:
     def log(self, scratch: Path) -> Path:
         return self.job.log_path(scratch, self.index)
 
+    def log_text(self, scratch: Path) -> str:
+        """str(self.log(scratch)), cheaper per task (SlurmJob.log_text)."""
+        return self.job.log_text(scratch, self.index)
+
 
 def resolve(target: str, groups: list[Group]) -> tuple[Group, str | None]:
     """The submission `target` names and, for `JOB_TASK`, the task's Slurm id. A job

@@ -158,3 +158,16 @@ def test_a_job_number_names_the_latest_submission_of_this_cluster_first() -> Non
     assert by_job_number(groups, "1", "c2").submission_id == "ex-there"  # type: ignore[union-attr]
     assert by_job_number(groups, "1", "").submission_id == "ex-there"  # type: ignore[union-attr]
     assert by_job_number(groups, "2", "c1") is None
+
+
+def test_log_text_is_the_log_paths_text_for_any_pattern() -> None:
+    # hpc status writes every task's log with log_text (the folder's Path made once per
+    # job); it must say what log_path says, for odd patterns too.
+    for log in ["/s/p/hpc_outputs/e-%A_%a.out", "/s/p/hpc_outputs/e-%j.out", "rel/e-%j.out",
+                "e-%j.out", "/e.out", "//x/e.out", "./e-%a", "a/./e.out", "a//e.out", "a/",
+                "/", ".", "a/.", "%%a/e-%a%j", "x/%A%%j"]:  # fmt: skip
+        job = SlurmJob(datetime(2026, 1, 1), "123", "e", 3, Path("s.sbatch"), log=log)
+        for index in (None, 0, 7):
+            assert job.log_text(Path("/s"), index) == str(job.log_path(Path("/s"), index)), log
+    job = SlurmJob(datetime(2026, 1, 1), "9", "e", 1, Path("s.sbatch"))
+    assert job.log_text(Path("/s"), None) == "/s/hpc_outputs/e-9.out"

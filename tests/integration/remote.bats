@@ -191,7 +191,7 @@ accepted() { grep -c 'Accepted publickey' "$SSHD_DIR/sshd.log" || true; }
   [ "$(($(accepted) - before))" -eq 1 ]
 }
 
-@test "hpc status, logs and --rerun --remote: run on the login node, their output and exit code back" {
+@test "hpc status, logs, --rerun and --setup-venv through --remote: run on the login node, their output and exit code back" {
   printf 'python3 argv_dump.py one\nfalse\n' >"$LPROJ/experiment_configurations.txt"
   chown "$HPC_OTHER_USER:" "$LPROJ/experiment_configurations.txt"
   run --separate-stderr laptop bash hpc_files/job_submitter.sh --remote login --venv none --exp-name st --time 5
@@ -213,6 +213,11 @@ accepted() { grep -c 'Accepted publickey' "$SSHD_DIR/sshd.log" || true; }
   [ "$status" -eq 0 ] || { echo "$stderr"; false; }
   [[ $output$stderr == *"1 task"* ]] || { echo "$output$stderr"; false; }
   [[ $output == *"--array=1"* ]]
+  # --setup-venv: the venv is built there (its job, then the experiment after it)
+  run --separate-stderr laptop bash hpc_files/job_submitter.sh --remote login --setup-venv --exp-name sv --dry-run
+  [ "$status" -eq 0 ] || { echo "$stderr"; false; }
+  [[ $output == *"# venv job (--setup-venv), submitted first"* ]]
+  [[ $output == *"$(login_home)/$REMOTE_PROJECT/.venv"* ]]
 }
 
 @test "hpc cancel --remote cancels the submission on the login node (asks, unless --yes)" {

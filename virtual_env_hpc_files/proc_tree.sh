@@ -184,7 +184,7 @@ hpc_escapees_to() {
     pid=${env_file#/proc/}
     pid=${pid%/environ}
     [[ $pid != "$$" && $pid != "$BASHPID" ]] || continue
-    mapfile -d '' envs <"$env_file" 2>/dev/null || continue
+    { mapfile -d '' envs <"$env_file"; } 2>/dev/null || continue
     for entry in "${envs[@]}"; do
       [[ $entry == "$want" ]] || continue
       _esc+=("$pid")

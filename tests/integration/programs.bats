@@ -275,17 +275,18 @@ hydra_sweep() {
   echo "$output"
   echo "$stderr"
   [ "$status" -eq 0 ]
-  JOB_ID=$(submitted_ids | tail -1) JOB_TASKS=2
-  [[ -n $JOB_ID ]]
-  [[ $output == *"hpc_files: submitted as job(s) $JOB_ID: hpc status $JOB_ID"* ]] # (Hydra logs to stdout)
-  wait_job "$JOB_ID" 240
+  local id
+  id=$(submitted_ids | tail -1)
+  [[ -n $id ]]
+  [[ $output == *"hpc_files: submitted as job(s) $id: hpc status $id"* ]] # (Hydra logs to stdout)
+  wait_job "$id" 240 2
   local ours=$((SECONDS - t0))
-  [ "$(job_states "$JOB_ID" | grep -c '|COMPLETED|0:0$')" -eq 2 ]
+  [ "$(job_states "$id" | grep -c '|COMPLETED|0:0$')" -eq 2 ]
   local r=$SCRATCH/proj/hydra_app/results
   [ "$(cat "$r/task_0/result.txt")" = "lr=0.1 depth=1" ]
   [ "$(cat "$r/task_1/result.txt")" = "lr=0.01 depth=1" ]
-  run hpc status "$JOB_ID"
-  [[ $output == *"== hydra_app  jobs $JOB_ID  2 task(s)"*"COMPLETED 2"* ]]
+  run hpc status "$id"
+  [[ $output == *"== hydra_app  jobs $id  2 task(s)"*"COMPLETED 2"* ]]
   # The peer: submitit's launcher, the same sweep; it waits for the jobs itself.
   t0=$SECONDS
   run --separate-stderr hydra_sweep hydra/launcher=submitit_slurm hydra.launcher.timeout_min=5 \
@@ -295,4 +296,22 @@ hydra_sweep() {
   [ "$(cat "$SCRATCH/submitit_sweep/0/result.txt")" = "lr=0.1 depth=1" ]
   [ "$(cat "$SCRATCH/submitit_sweep/1/result.txt")" = "lr=0.01 depth=1" ]
   echo "# the same 2-point sweep, submitted and finished: hpc_files launcher $ours s, submitit $((SECONDS - t0)) s" >&3
+}
+
+@test "PyTorch Geometric, PyG's examples/gcn.py shape, unchanged, as an array: trains; its dataset folder next to the script is named as a write into the project" {
+  "$PROJECT/.venv/bin/python" -c 'import torch_geometric' ||
+    { echo "torch_geometric is not in the test venv: run bash tests/setup/install_deps.sh" >&2; return 1; }
+  printf '%s\n' 'python pyg_gcn.py --epochs 30 --lr 0.01' 'python pyg_gcn.py --epochs 30 --lr 0.02' \
+    >"$PROJECT/experiment_configurations.txt"
+  submit --exp-name pyg --time 5
+  wait_job "$JOB_ID" 240
+  local logs
+  logs=$(cat "$(job_log "$JOB_ID" pyg 0)" "$(job_log "$JOB_ID" pyg 1)")
+  echo "$logs"
+  [ "$(job_states "$JOB_ID" | grep -c '|COMPLETED|0:0$')" -eq 2 ]
+  [ "$(grep -c '^Epoch: 030, ' <<<"$logs")" -eq 2 ]
+  # The task that processed the dataset names what it wrote; one that loaded it, nothing
+  # (a folder os.makedirs found there is no write).
+  [[ $logs == *"wrote into the project folder $PROJECT: data/Synthetic/processed/data.pt, data/Synthetic/processed/pre_filter.pt, data/Synthetic/processed/pre_transform.pt"* ]]
+  [[ $logs != *"wrote into the project folder $PROJECT: data/Synthetic/raw/. "* ]]
 }

@@ -71,7 +71,7 @@ install_apt() {
 
 venv_ready() {
   [[ -x $venv/bin/python ]] &&
-    "$venv/bin/python" -c 'import torch, lightning, wandb, sweeps, typer, yaml, pytest, dask.distributed, submitit, material, accelerate, transformers, hydra, hydra_plugins.hydra_submitit_launcher, hpc_toolkit' 2>/dev/null
+    "$venv/bin/python" -c 'import torch, lightning, wandb, sweeps, typer, yaml, pytest, dask.distributed, submitit, material, accelerate, transformers, hydra, hydra_plugins.hydra_submitit_launcher, torch_geometric, hpc_toolkit' 2>/dev/null
 }
 
 install_venv() {

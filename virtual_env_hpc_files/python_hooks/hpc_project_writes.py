@@ -49,6 +49,8 @@ class _Recorder:
                 if not real.startswith(self.root):
                     return
                 p = real
+            if folder and os.path.isdir(p):
+                return  # (os.makedirs(..., exist_ok=True) on a folder already there)
             rel = p[len(self.root) :] + ("/" if folder else "")
             if not rel or rel in self.seen or any(part in _SKIP_PARTS for part in rel.split("/")):
                 return

@@ -121,12 +121,14 @@ hpc_runs_check_active() {
 # command, for the lock's note. Sweeps (their agents continue their own folders) only lock.
 hpc_runs_claim() {
   local lock=$J_SCRATCH_DIR/hpc_outputs/jobs/.$J_EXP_NAME.lock
-  local fd=${HPC_SUBMISSION_LOCK_FD:-} holder=${HPC_SUBMISSION_HOLDER:-}
+  local fd=${HPC_SUBMISSION_LOCK_FD:-} holder=${HPC_SUBMISSION_HOLDER:-} made=0
   [[ -d ${lock%/*} ]] || mkdir -p -- "${lock%/*}" ||
     die "cannot create ${lock%/*}: check that \$SCRATCH is writable"
-  # Made here, it goes again if nothing is submitted (hpc_ledger_append keeps it).
-  [[ -e $lock ]] || { HPC_RUNS_LOCK=$lock && hpc_remove_at_exit "$lock"; }
+  [[ -e $lock ]] || made=1
   hpc_submission_lock "$lock" "$lock" "experiment '$J_EXP_NAME'"
+  # Made here and held, it goes again if nothing is submitted (hpc_ledger_append keeps
+  # it); one refused never removes it (another holds it).
+  ((made == 0)) || { HPC_RUNS_LOCK=$lock && hpc_remove_at_exit "$lock"; }
   hpc_submission_lock_note "$1"
   # (a lock taken before, a rerun's or a sweep's, keeps its own note)
   HPC_SUBMISSION_LOCK_FD=$fd HPC_SUBMISSION_HOLDER=$holder

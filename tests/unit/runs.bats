@@ -114,7 +114,7 @@ squeue_stub() {
   [ "$(sbatch_calls)" -eq 2 ]
 }
 
-@test "two submissions of one experiment started at the same moment: exactly one is submitted, the other is refused naming it" {
+@test "three submissions of one experiment started at the same moment: exactly one is submitted, the others are refused naming it" {
   # sbatch takes a second (the first holds the experiment meanwhile); squeue knows the
   # first's job once it is in the ledger, as Slurm would.
   local ledger=$SCRATCH/proj/hpc_outputs/jobs/submissions.tsv i
@@ -123,15 +123,15 @@ squeue_stub() {
   chmod +x "$BATS_TEST_TMPDIR/slow/sbatch"
   export PATH=$BATS_TEST_TMPDIR/slow:$PATH
   squeue_stub "[[ -e '$ledger' ]] && cut -f2,3 '$ledger' | tr '\\t' ' ' || true"
-  for i in 1 2; do
+  for i in 1 2 3; do
     (rc=0 && submitter --exp-name e >"$BATS_TEST_TMPDIR/$i.out" 2>&1 || rc=$? && echo "$rc" >"$BATS_TEST_TMPDIR/$i.rc") &
   done
   wait
-  cat "$BATS_TEST_TMPDIR"/[12].out "$BATS_TEST_TMPDIR"/[12].rc
-  [[ $(sort "$BATS_TEST_TMPDIR"/[12].rc | tr '\n' ' ') == "0 "[12]" " ]]
+  cat "$BATS_TEST_TMPDIR"/[123].out "$BATS_TEST_TMPDIR"/[123].rc
+  [[ $(sort "$BATS_TEST_TMPDIR"/[123].rc | tr '\n' ' ') == "0 "[12]" "[12]" " ]]
   [ "$(wc -l <"$ledger")" -eq 1 ]
-  grep -q "experiment 'e' is being submitted right now by another job_submitter.sh\|of experiment 'e' is still queued or running" "$BATS_TEST_TMPDIR"/[12].out
-  # The lock file stays (its note names the last holder); a refused one made nothing else.
+  [ "$(grep -l "experiment 'e' is being submitted right now by another job_submitter.sh\|of experiment 'e' is still queued or running" "$BATS_TEST_TMPDIR"/[123].out | wc -l)" -eq 2 ]
+  # The lock file stays (its note names the last holder): one refused never removes it.
   [ -f "$SCRATCH/proj/hpc_outputs/jobs/.e.lock" ]
 }
 

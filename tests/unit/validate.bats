@@ -151,3 +151,14 @@ setup() {
   run --separate-stderr submitter --dry-run -d torchrun -N 2
   [ "$status" -eq 0 ]
 }
+
+@test "a --time that leaves under a minute before the --signal-grace warning is said at submission: Slurm may send the warning up to 60 s early (issue 32)" {
+  run --separate-stderr submitter --dry-run --time 1 --signal-grace 30
+  [ "$status" -eq 0 ]
+  [[ $stderr == *"warning: --time 1 with a 30 s warning leaves 30 s before it, and Slurm may send it up to 60 s early"* ]]
+  run --separate-stderr submitter --dry-run --time 3 --signal-grace 30
+  [ "$status" -eq 0 ]
+  [[ $stderr != *"up to 60 s early"* ]]
+  run --separate-stderr submitter --dry-run --time 1 --signal-grace 30 --no-requeue
+  [[ $stderr != *"up to 60 s early"* ]]
+}

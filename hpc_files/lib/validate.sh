@@ -189,6 +189,10 @@ hpc_settle_requeue() {
   if ((J_SIGNAL_GRACE >= limit)); then
     die "--signal-grace $J_SIGNAL_GRACE s is not shorter than --time $J_TIME ($limit s): the warning would come before the job starts; lower --signal-grace or raise --time"
   fi
+  # slurmctld looks at time limits every 30 s and may send --signal up to a minute early
+  # (issue 32: --time 1 --signal-grace 30 was warned 2 s after its start).
+  ((limit - J_SIGNAL_GRACE >= 60)) || [[ $J_REQUEUE == no ]] ||
+    warn "--time $J_TIME with a $J_SIGNAL_GRACE s warning leaves $((limit - J_SIGNAL_GRACE)) s before it, and Slurm may send it up to 60 s early: the job may be warned (and stop, or requeue) right after it starts. Give at least a minute more --time than --signal-grace (docs/requeue.md)"
 }
 
 # hpc_settle_paths SOURCE_DIR: the project, scratch and venv paths (J_SOURCE_DIR ...).

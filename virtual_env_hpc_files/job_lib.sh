@@ -71,11 +71,27 @@ hpc_log_at_line_start() {
 # backquotes, `$((..))`) or is more than one command (`;`, `&&`, `|`, redirections,
 # subshells, backslashes outside quotes) gives "", as does a line with nothing to expand.
 # The value of WANDB_API_KEY (the toolkit keeps it out of logs) reads <WANDB_API_KEY>.
+# The longest command the log shows whole; a longer one is shown by its start (issue 32: a
+# 128 KiB line was written whole into the log).
+HPC_LOG_LINE_MAX=2000
+
+# hpc_shown_line_to VAR LINE WHERE: LINE for the log: whole, or when longer than
+# HPC_LOG_LINE_MAX its first 1,000 characters, its length and WHERE the whole line is.
+hpc_shown_line_to() {
+  local -n _shown=$1
+  if ((${#2} <= HPC_LOG_LINE_MAX)); then
+    _shown=$2
+  else
+    _shown="${2:0:1000} ... (${#2} bytes in all: the whole command is $3)"
+  fi
+}
+
 hpc_line_expanded_to() {
   local -n _lx=$1
   local line=$2 bare="" rest q word out="" re
   local -a words=()
   _lx=""
+  ((${#line} <= HPC_LOG_LINE_MAX)) || return 0 # (a long line is not logged whole: hpc_shown_line_to)
   [[ $line == *[\$~*?[]* ]] || return 0 # (nothing a shell would expand)
   # shellcheck disable=SC2016 # the characters $( and a backquote, not expansions
   [[ $line != *'$('* && $line != *'`'* ]] || return 0

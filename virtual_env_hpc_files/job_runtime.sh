@@ -151,7 +151,9 @@ hpc_job_begin() {
   local title
   hpc_task_title_to title
   hpc_log "$title, attempt $((HPC_RESTART_COUNT + 1)), nodes ${SLURM_JOB_NODELIST:-?}, Slurm ${HPC_SLURM_VERSION:-unknown}"
-  hpc_log "command: $HPC_COMMAND"
+  local shown
+  hpc_shown_line_to shown "$HPC_COMMAND" "line $((HPC_TASK_INDEX + 1)) of $HPC_COMMANDS_FILE"
+  hpc_log "command: $shown"
   hpc_longruns_begin # $HPC_HEARTBEAT, requeues that were for a node (longruns.sh)
   # Whose checkpoints, and whether this attempt resumes them (runs.sh); a packed job's
   # lines each have their own (pack.sh).

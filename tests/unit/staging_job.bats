@@ -387,3 +387,16 @@ teardown() {
   ((${#left[@]} == 0)) || { kill "${left[@]}"; echo "the daemon outlived the attempt"; return 1; }
   [[ $output$stderr == *"processes the program started outside its process group still ran when it ended: "*"($mark"*"): ended now"* ]]
 }
+
+@test "a long command is not copied whole into the log: its start, its length and where the whole line is (issue 32)" {
+  local long
+  long=$(head -c 6000 /dev/zero | tr '\0' x)
+  printf 'echo "$HOME" %s >/dev/null\n' "$long" >"$HPC_COMMANDS_FILE"
+  run_job_side 'hpc_job_begin' 'hpc_prepare_tmpdir; hpc_run_command'
+  echo "${output:0:3000}"
+  [ "$status" -eq 0 ]
+  [[ $output == *"command: echo \"\$HOME\" xxx"*"... (6024 bytes in all: the whole command is line 1 of $HPC_COMMANDS_FILE)"* ]]
+  local n
+  n=$(grep -c x"$(head -c 2000 /dev/zero | tr '\0' x)" <<<"$output") || true
+  [ "$n" -eq 0 ] # no log line holds 2,000 of them
+}

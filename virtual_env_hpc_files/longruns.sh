@@ -93,7 +93,7 @@ hpc_start_stall_watch() {
 
 # hpc_stop_stall_watch: as soon as the program has ended (a results copy is no stall).
 # A watch of this shell's is stopped at once; the watch step's tasks end by themselves
-# (within a second) once the stop file is there, and the step is cancelled only if they
+# (within half a second) once the stop file is there, and the step is cancelled only if they
 # have not within 3 s (srun's own messages in the log otherwise).
 hpc_stop_stall_watch() {
   [[ -n $HPC_STALL_WATCH_PID ]] || return 0

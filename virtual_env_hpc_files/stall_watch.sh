@@ -144,7 +144,7 @@ notify() {
 
 last=$SECONDS next_look=$((SECONDS + period))
 while :; do
-  sleep 1 &
+  sleep 0.5 & # (the stop file is looked at twice a second: the job's end waits for it)
   wait $! 2>/dev/null
   [[ ! -e $stop ]] || exit 0
   if [[ -d $claim ]]; then

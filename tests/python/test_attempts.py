@@ -25,6 +25,9 @@ def test_preflight_failure_names_the_node_and_the_check(tmp_path: Path) -> None:
     assert tried[0].node == "node2" and tried[0].why == "user-check"
     assert tried[0].describe() == "preflight failed on node2: --preflight failed"
     assert attempts_summary(tried) == "2: preflight failed on node2: --preflight failed, finished"
+    # hpc status --json: node and why where the line had them, not otherwise.
+    assert tried[0].to_dict()["node"] == "node2" and tried[0].to_dict()["why"] == "user-check"
+    assert "node" not in tried[1].to_dict() and "why" not in tried[1].to_dict()
 
 
 def test_node_failure_and_stalls_in_words(tmp_path: Path) -> None:

@@ -55,3 +55,17 @@ setup() {
   python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["argv"]; assert a == ["--lr", "0.1", "--num_nodes", "1", "--devices", "1"], a' \
     "$SCRATCH/proj/na/checkpoints/na.json"
 }
+
+@test "a command just under the longest a node can run (127 KiB) runs there; the log shows its start and length (issue 32)" {
+  local long
+  long=$(head -c 129900 /dev/zero | tr '\0' x)
+  printf ': %s; echo ran-the-long-line\n' "$long" >"$PROJECT/experiment_configurations.txt"
+  submit --exp-name long --time 5
+  wait_job "$JOB_ID"
+  local log
+  log=$(job_log "$JOB_ID" long)
+  [ "$(job_state "$JOB_ID")" = COMPLETED ] || { head -c 3000 "$log"; return 1; }
+  grep -qx 'ran-the-long-line' "$log"
+  grep -q "command: : xxx.* ... (129926 bytes in all: the whole command is line 1 of " "$log" || { grep -o "command: .\{0,20\}\|\.\.\. (.*" "$log"; return 1; }
+  (($(wc -c <"$log") < 20000))
+}

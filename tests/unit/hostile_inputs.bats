@@ -189,7 +189,7 @@ refused_hard() {
   long=$(head -c 140000 /dev/zero | tr '\0' x)
   printf 'echo short\necho %s\n' "$long" >"$PROJECT/c.txt"
   refused_hard "configs file 'c.txt', line 2: the command is 140005 bytes long; a node runs each line as one argument of bash -c, and Linux takes at most 130048 bytes (127 KiB) there" --configs c.txt
-  # Just below the limit: submitted (the node runs it: tests/integration/shared_users.bats).
+  # Just below the limit: submitted (the node runs it: tests/integration/inputs.bats).
   long=$(head -c 130000 /dev/zero | tr '\0' x)
   printf 'echo %s\n' "$long" >"$PROJECT/c.txt"
   run --separate-stderr submitter --dry-run --configs c.txt

@@ -43,6 +43,8 @@ main() {
     rm -rf -- "${target:?}/$folder.new"
     cp -R -- "$root/$folder" "$target/$folder.new"
     rm -rf -- "$target/$folder.new/build" "$target/$folder.new"/*.egg-info
+    # tools' caches are the toolkit's copy's own, not the project's
+    find "$target/$folder.new" -depth -type d \( -name __pycache__ -o -name .mypy_cache -o -name .ruff_cache -o -name .pytest_cache \) -exec rm -rf -- {} + 2>/dev/null || true
     rm -rf -- "${target:?}/$folder"
     mv -- "$target/$folder.new" "$target/$folder"
   done

@@ -89,18 +89,23 @@ hpc_runs_check() {
   die "$msg"
 }
 
-# hpc_runs_check_active: refuse while a submission of the same experiment (the ledger's
-# jobs of J_EXP_NAME) is queued or running: two never share a checkpoint folder. A queued
+# hpc_runs_check_active [SWEEP_JOBS]: refuse while a submission of the same experiment
+# (the ledger's jobs of J_EXP_NAME, less the job ids SWEEP_JOBS lists: a resumed offline
+# sweep's own) is queued or running: two never share a checkpoint folder. A queued
 # job counts only under the experiment's name: a job number the ledger holds can belong to
 # another job now (a cluster whose Slurm started its numbers afresh, two clusters that
 # share $SCRATCH, numbers that wrapped around).
 hpc_runs_check_active() {
   local ledger=$J_SCRATCH_DIR/hpc_outputs/jobs/submissions.tsv queued id name
-  local -A mine=()
+  local -A mine=() own=()
   local -a f
   [[ -r $ledger ]] && command -v squeue >/dev/null || return 0
+  if [[ -n ${1:-} && -r $1 ]]; then # an offline sweep's jobs.tsv: its own jobs
+    while IFS=$'\t' read -r id name; do own[$id]=1; done <"$1"
+  fi
   while IFS=$'\t' read -r -a f; do
     [[ ${f[2]:-} == "$J_EXP_NAME" && ${f[6]:-job} == job && ${f[1]:-} =~ ^[0-9]+$ ]] || continue
+    [[ -z ${own[${f[1]}]:-} ]] || continue
     mine[${f[1]}]=${f[5]:-${f[1]}}
   done <"$ledger"
   ((${#mine[@]})) || return 0
@@ -118,7 +123,9 @@ hpc_runs_check_active() {
 # the ledger's append), check again that none of its submissions is queued or running. Of
 # two submissions of one experiment at once, the second is refused (exit 1) naming the
 # first; one that comes after the first has submitted finds its jobs (exit 2). WHAT: the
-# command, for the lock's note. Sweeps (their agents continue their own folders) only lock.
+# command, for the lock's note. An offline sweep is checked too, less its own jobs (a
+# --resume-sweep runs beside its running points); an online sweep's agents (more of them
+# may join) only lock.
 hpc_runs_claim() {
   local lock=$J_SCRATCH_DIR/hpc_outputs/jobs/.$J_EXP_NAME.lock
   local fd=${HPC_SUBMISSION_LOCK_FD:-} holder=${HPC_SUBMISSION_HOLDER:-} made=0
@@ -132,7 +139,11 @@ hpc_runs_claim() {
   hpc_submission_lock_note "$1"
   # (a lock taken before, a rerun's or a sweep's, keeps its own note)
   HPC_SUBMISSION_LOCK_FD=$fd HPC_SUBMISSION_HOLDER=$holder
-  hpc_sweep_requested || hpc_runs_check_active
+  if ! hpc_sweep_requested; then
+    hpc_runs_check_active
+  elif [[ -n ${J_SWEEP_DIR:-} ]]; then
+    hpc_runs_check_active "$J_SWEEP_DIR/jobs.tsv"
+  fi
 }
 
 # hpc_runs_fresh_plan_to ARRAY: "FROM<TAB>TO" for every folder --fresh moves aside: to

@@ -185,6 +185,21 @@ ledger() {
   [ "$(tail -1 "$SCRATCH/proj/hpc_outputs/jobs/submissions.tsv" | cut -f2,4)" = $'4243\t3' ]
 }
 
+@test "an offline sweep is a run of its experiment: refused beside another of its submissions still running; --resume-sweep runs beside its own running points" {
+  a_submitted_sweep # job 4242, experiment 'first'
+  # squeue: every job of the ledger still runs, under its experiment's name.
+  printf '#!/bin/sh\ncut -f2,3 "%s" | tr "\\t" " "\n' "$SCRATCH/proj/hpc_outputs/jobs/submissions.tsv" >"$BATS_TEST_TMPDIR/queue/squeue"
+  run --separate-stderr submitter --sweep sweeper.yml -e first
+  [ "$status" -eq 2 ]
+  [[ $stderr == *"(job 4242) of experiment 'first' is still queued or running"* ]]
+  ledger 0 finished
+  ledger 1 failed
+  run --separate-stderr submitter --resume-sweep "$SWEEP_ID"
+  echo "$stderr"
+  [ "$status" -eq 0 ]
+  [[ $output == *"Submitted batch job 4243 "* ]]
+}
+
 @test "--resume-sweep: nothing to do, an unknown sweep, a bad id" {
   a_submitted_sweep
   local p

@@ -34,6 +34,7 @@ from hpc_toolkit.slurm import (
     TaskState,
     advice,
     efficiency_cells,
+    progress,
     query_tasks,
     query_usage,
     run_command,
@@ -63,7 +64,9 @@ def _load(scratch_dir: Path | None) -> tuple[Path, list[Group]]:
         scratch = find_scratch_dir(scratch_dir, os.environ, Path.cwd())
     except LocateError as exc:
         die(str(exc))
-    return scratch, group_submissions(read_submissions(ledger_path(scratch), on_bad_line=warn))
+    ledger = ledger_path(scratch)
+    with progress(f"reading the submissions ledger {ledger} (a long one: it is read whole)"):
+        return scratch, group_submissions(read_submissions(ledger, on_bad_line=warn))
 
 
 def _target(target: str, groups: list[Group]) -> tuple[Group, str | None]:

@@ -28,6 +28,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from hpc_toolkit import slurm
 from hpc_toolkit.packing import packing_of
 from hpc_toolkit.slurm import FINISHED, Runner, query_tasks, run_command, slurm_conf_settings
 from hpc_toolkit.submissions import (
@@ -295,8 +296,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     def warn(msg: str) -> None:
         print(f"{args.prog}: warning: {msg}", file=sys.stderr)
 
+    slurm.PROGRESS_PROG = args.prog  # a slow Slurm is said as job_submitter.sh says things
     try:
-        group, todo, tasks = plan(args.scratch_dir, args.job_id, warn=warn)
+        with slurm.progress(f"working out which tasks of {args.job_id} to run again..."):
+            group, todo, tasks = plan(args.scratch_dir, args.job_id, warn=warn)
     except Refusal as exc:
         print(f"{args.prog}: {exc}", file=sys.stderr)
         return 2

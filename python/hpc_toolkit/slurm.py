@@ -19,8 +19,11 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -285,10 +288,34 @@ def parse_scontrol(
     return out
 
 
+# A wait longer than this is said on stderr (progress), as PROGRESS_PROG: message.
+PROGRESS_AFTER_S = 2.0
+PROGRESS_PROG = "hpc"
+
+
+@contextmanager
+def progress(message: str, after: float | None = None) -> Iterator[None]:
+    """`message` on stderr if the block still runs `after` seconds (PROGRESS_AFTER_S) on:
+    a wait that is short on a quiet cluster and long on a busy one is never silent."""
+    timer = threading.Timer(
+        PROGRESS_AFTER_S if after is None else after,
+        lambda: print(f"{PROGRESS_PROG}: {message}", file=sys.stderr, flush=True),
+    )
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
 def run_command(argv: list[str]) -> subprocess.CompletedProcess[str] | str:
     """The finished command, or why it could not be run at all."""
     try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
+        with progress(f"waiting for {argv[0]} (Slurm is slow to answer; at most {TIMEOUT_S:g} s)"):
+            return subprocess.run(
+                argv, capture_output=True, text=True, timeout=TIMEOUT_S, check=False
+            )
     except FileNotFoundError:
         return f"{argv[0]} is not on PATH"
     except (OSError, subprocess.TimeoutExpired) as exc:

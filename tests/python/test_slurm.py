@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from hpc_toolkit import slurm
 from hpc_toolkit.slurm import (
     JobRef,
     TaskState,
@@ -23,6 +24,7 @@ from hpc_toolkit.slurm import (
     parse_usage,
     query_tasks,
     query_usage,
+    run_command,
     seconds,
 )
 
@@ -279,3 +281,21 @@ def test_a_job_of_another_cluster_is_not_asked(
     assert any("submitted on cluster other, not this one (here)" in n for n in q.notes)
     q = query_tasks({"1@new": JobRef("1", "new", T0 + 240, None, cluster="here")})
     assert q.state_of("1@new", None) is not None
+
+
+def test_a_slow_slurm_is_said_on_stderr_a_quick_one_is_not(
+    hermetic: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Anything a user waits on for more than a moment says so (here after 0.2 s, not 2 s).
+    monkeypatch.setattr(slurm, "PROGRESS_AFTER_S", 0.2)
+    slow = hermetic / "sacct"
+    slow.write_text("#!/bin/sh\n/bin/sleep 0.6\necho '1|COMPLETED'\n")
+    slow.chmod(0o755)
+    done = run_command(["sacct", "-X"])
+    assert not isinstance(done, str) and done.stdout == "1|COMPLETED\n"
+    assert capsys.readouterr().err == (
+        "hpc: waiting for sacct (Slurm is slow to answer; at most 60 s)\n"
+    )
+    slow.write_text("#!/bin/sh\necho quick\n")
+    run_command(["sacct", "-X"])
+    assert capsys.readouterr().err == ""

@@ -107,7 +107,7 @@ hpc_runs_check_active() {
     [[ ${f[2]:-} == "$J_EXP_NAME" && ${f[6]:-job} == job && ${f[1]:-} =~ ^[0-9]+$ ]] || continue
     [[ -z ${own[${f[1]}]:-} ]] || continue
     mine[${f[1]}]=${f[5]:-${f[1]}}
-  done <"$ledger"
+  done < <(hpc_ledger_lines_of "$J_EXP_NAME")
   ((${#mine[@]})) || return 0
   queued=$(squeue -h -o '%i %j' -u "${USER:-$(id -un)}" 2>/dev/null) || return 0
   while read -r id name; do
@@ -189,7 +189,7 @@ hpc_runs_results_plan_to() {
     while IFS=$'\t' read -r -a f; do
       [[ ${f[2]:-} == "$J_EXP_NAME" && ${f[6]:-job} == job && ${f[1]:-} =~ ^[0-9]+$ ]] || continue
       job=${f[1]} when=${f[0]}
-    done <"$ledger"
+    done < <(hpc_ledger_lines_of "$J_EXP_NAME")
   fi
   if [[ $when =~ ^([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2}) ]]; then
     when=${BASH_REMATCH[1]}${BASH_REMATCH[2]}${BASH_REMATCH[3]}-${BASH_REMATCH[4]}${BASH_REMATCH[5]}${BASH_REMATCH[6]}

@@ -15,7 +15,17 @@ bench_setup() {
     echo "benchmark: no venv at $BENCH_VENV: run bash tests/setup/install_deps.sh first (or set HPC_BENCH_VENV)" >&2
     exit 2
   }
-  eval "$(HPC_LOCAL_NODE_DISKS=${HPC_LOCAL_NODE_DISKS:-pernode} bash "$BENCH_ROOT/tests/cluster/local_cluster.sh" start 2>/dev/null)"
+  # A normal user (what a researcher is: run it with runuser -u USER) uses the running
+  # cluster; only root can start it.
+  if ((EUID == 0)); then
+    eval "$(HPC_LOCAL_NODE_DISKS=${HPC_LOCAL_NODE_DISKS:-pernode} bash "$BENCH_ROOT/tests/cluster/local_cluster.sh" start 2>/dev/null)"
+  else
+    eval "$(bash "$BENCH_ROOT/tests/cluster/local_cluster.sh" env)"
+    sinfo -h >/dev/null 2>&1 || {
+      echo "benchmark: no local cluster answers: start it as root (bash tests/cluster/local_cluster.sh start)" >&2
+      exit 2
+    }
+  fi
   BENCH_TMP=$(mktemp -d "/tmp/hpc_bench_$1.XXXXXX")
   export SCRATCH=$BENCH_TMP/scratch
   BENCH_PROJECT=$BENCH_TMP/project
@@ -38,13 +48,28 @@ now_ms() {
 }
 
 # median NUMBERS...: the median.
-# time_ms CMD...: milliseconds taken by CMD (its output discarded).
+# time_ms CMD...: milliseconds taken by CMD (its output discarded). A failing CMD stops
+# the benchmark: the time of a refusal is no figure.
 time_ms() {
   local t0 t1
   t0=$(now_ms)
-  "$@" >/dev/null
+  "$@" >/dev/null || {
+    echo "benchmark: failed (exit $?): $*" >&2
+    exit 1
+  }
   t1=$(now_ms)
   printf '%s\n' $((t1 - t0))
+}
+
+# bench_hpc ARGS...: `hpc` as the project's researcher runs it: the project's own python/
+# (pip install -e python), with the venv's Python.
+bench_hpc() {
+  PYTHONPATH=$BENCH_PROJECT/python "$BENCH_VENV/bin/python" -m hpc_toolkit "$@"
+}
+
+# bench_wait_gone NAME: until no job of that name is queued or running.
+bench_wait_gone() {
+  while [[ -n $(squeue -h -n "$1" -o %i 2>/dev/null) ]]; do sleep 0.2; done
 }
 
 median() {

@@ -178,6 +178,8 @@ def packed_lines(info: ScriptInfo, number: int, slurm_id: str) -> tuple[str, str
     """For a task of a packed job (--pack; the job side writes one outcome file per line,
     <commands>.lines/I): its lines (`6-8`) and what each did in that job, else ("-", "-").
     The whole task runs again, its lines that were done too."""
+    if not info.exports.get("HPC_PACK_LINES"):  # not packed (no Packing made per task)
+        return "-", "-"
     packing = packing_of(info.exports, Path("."), "")
     lines = packing.lines_of(number) if packing is not None else range(0)
     if packing is None or not lines:

@@ -185,7 +185,7 @@ _hpc_pack_start() {
     hpc_ckpt_snapshot "$ck" "$HPC_ATTEMPT_DIR/before.$i"
     hpc_ckpt_sums "$ck" "$HPC_ATTEMPT_DIR/sums.$i" # (a log appended to is no progress)
   fi
-  local HPC_RESUMING HPC_INIT_FROM # (runs.sh exports them: this line's own)
+  local HPC_RESUMING HPC_INIT_FROM HPC_RESUME_FROM # (runs.sh exports them: this line's own)
   hpc_run_settle "$ck" "$i" "$cmd" "line $i: " || refused=1
   # A function, not an inline ( ... ): bash reports a background job that a signal killed
   # (a line's `kill -9 0`, the OOM killer) with the job's source text, in the job log.

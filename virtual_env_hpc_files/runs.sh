@@ -122,12 +122,17 @@ hpc_run_settle() {
       return 2
     fi
   fi
+  HPC_RESUME_FROM="" # (not unset: a packed line's is a local of pack.sh)
   if ((HPC_RESUMING)); then
     HPC_INIT_FROM=resume
     local newest
     newest=$(find "$dir" -type f -size +0 ! -name '.hpc_*' ! -name '*.tmp' ! -name '*.part' \
       -printf '%T@ %P\n' 2>/dev/null | sort -rn | head -n 1)
-    hpc_log "${pfx}resuming: $dir holds this run's checkpoints (newest: ${newest#* }); HPC_RESUMING=1 HPC_INIT_FROM=resume"
+    newest=${newest#* }
+    # The entry of DIR that holds the newest file (a Trainer's checkpoint-N/), for scripts
+    # that resume only from a path they are given (--resume_from_checkpoint).
+    [[ -z $newest ]] || export HPC_RESUME_FROM=$dir/${newest%%/*}
+    hpc_log "${pfx}resuming: $dir holds this run's checkpoints (newest: $newest); HPC_RESUMING=1 HPC_INIT_FROM=resume${HPC_RESUME_FROM:+ HPC_RESUME_FROM=$HPC_RESUME_FROM}"
   else
     hpc_log "${pfx}starting from scratch: nothing to resume in $dir; HPC_RESUMING=0 HPC_INIT_FROM=scratch"
   fi

@@ -315,3 +315,18 @@ hydra_sweep() {
   [[ $logs == *"wrote into the project folder $PROJECT: data/Synthetic/processed/data.pt, data/Synthetic/processed/pre_filter.pt, data/Synthetic/processed/pre_transform.pt"* ]]
   [[ $logs != *"wrote into the project folder $PROJECT: data/Synthetic/raw/. "* ]]
 }
+
+@test "A Transformers script that resumes only from --resume_from_checkpoint PATH (run_clm.py's way), unchanged: warned, stopped, requeued; the line's \${HPC_RESUME_FROM:+...} resumes it from its newest checkpoint" {
+  printf '%s\n' 'python hf_resume_arg.py --output_dir $HPC_CHECKPOINT_DIR --max_steps 200 --save_steps 10 --report_to none --use_cpu --per_device_train_batch_size 4 --step_seconds 0.05 ${HPC_RESUME_FROM:+--resume_from_checkpoint "$HPC_RESUME_FROM"}' \
+    >"$PROJECT/experiment_configurations.txt"
+  submit --exp-name hfr --time 10 --signal-grace 20
+  wait_file "$SCRATCH/proj/hfr/checkpoints/checkpoint-10" 300
+  scancel --batch --signal=USR1 "$JOB_ID"
+  wait_job "$JOB_ID" 400
+  LOG=$(job_log "$JOB_ID" hfr)
+  cat "$LOG"
+  [ "$(attempts "$JOB_ID")" = $'REQUEUED|0:0\nCOMPLETED|0:0' ]
+  grep -q "HPC_RESUME_FROM=$SCRATCH/proj/hfr/checkpoints/checkpoint-" "$LOG"
+  grep -qE "^hf: global_step=200 resumed_from=$SCRATCH/proj/hfr/checkpoints/checkpoint-[1-9][0-9]*$" "$LOG"
+  ! grep -q "started over" "$LOG" || false
+}

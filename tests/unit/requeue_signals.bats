@@ -246,6 +246,24 @@ signal.signal(signal.SIGUSR1, signal.SIG_DFL); open(sys.argv[1]+"/ready","w"); t
   [ "$(wc -l <"$scratch_dir/e/checkpoints/pids.log")" -eq 3 ]
 }
 
+@test "a resuming attempt names the entry holding its newest checkpoint (HPC_RESUME_FROM, for --resume_from_checkpoint); a first attempt has none" {
+  mkdir -p "$scratch_dir/e/checkpoints/checkpoint-4" "$scratch_dir/e/checkpoints/checkpoint-8"
+  printf 'run=e-1/0\njob=4242\n' >"$scratch_dir/e/checkpoints/.hpc_run"
+  printf 4 >"$scratch_dir/e/checkpoints/checkpoint-4/trainer_state.json"
+  printf 8 >"$scratch_dir/e/checkpoints/checkpoint-8/trainer_state.json"
+  touch -d '2 minutes ago' "$scratch_dir/e/checkpoints/checkpoint-4/trainer_state.json"
+  export HPC_SUBMISSION_ID=e-1 HPC_LAUNCHER=none HPC_REQUEUE=no HPC_PREEMPT_WATCH=no
+  printf '%s\n' 'echo "from=${HPC_RESUME_FROM-unset}" ${HPC_RESUME_FROM:+--resume_from_checkpoint "$HPC_RESUME_FROM"}' >"$HPC_COMMANDS_FILE"
+  run_job_side hpc_job_begin 'hpc_run_command'
+  [ "$status" -eq 0 ]
+  [[ $output == *"from=$scratch_dir/e/checkpoints/checkpoint-8 --resume_from_checkpoint $scratch_dir/e/checkpoints/checkpoint-8"* ]]
+  [[ $output == *"HPC_RESUMING=1 HPC_INIT_FROM=resume HPC_RESUME_FROM=$scratch_dir/e/checkpoints/checkpoint-8"* ]]
+  rm -rf "$scratch_dir/e"
+  run_job_side hpc_job_begin 'hpc_run_command'
+  [ "$status" -eq 0 ]
+  [[ $output == *"from=unset"$'\n'* || $output == *"from=unset" ]]
+}
+
 # warned_job LINE: a job on one node (launcher none) whose batch shell gets the warning
 # 1 s after the program starts, with a 6 s grace period (no margin: the program gets 6 s).
 warned_job() {

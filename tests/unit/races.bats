@@ -82,6 +82,33 @@ five_submitted() {
   [ "$(sbatch_calls)" -eq 2 ]
 }
 
+@test "a --rerun that planned before another rerun of the submission landed plans again under the lock: refused, nothing submitted twice" {
+  five_submitted
+  # sacct, asked with GATED_SACCT=1, waits at the gate: that --rerun has read the ledger
+  # (its plan reads it first) and waits there while the other one submits.
+  cat >"$BATS_TEST_TMPDIR/slurm/sacct" <<GATED
+#!/bin/sh
+if [ -n "\${GATED_SACCT:-}" ]; then
+  : >>"$GATE.sacct"
+  while [ ! -e "$GATE" ]; do sleep 0.05; done
+fi
+printf "%s" "\$SACCT_ROWS"
+GATED
+  GATED_SACCT=1 submitter --rerun 4242 >"$BATS_TEST_TMPDIR/late.out" 2>&1 &
+  local late=$!
+  wait_for "$GATE.sacct"
+  run --separate-stderr submitter --rerun 4242
+  [ "$status" -eq 0 ]
+  [ "$(sbatch_calls)" -eq 2 ]
+  touch "$GATE"
+  local rc=0
+  wait "$late" || rc=$?
+  cat "$BATS_TEST_TMPDIR/late.out"
+  [ "$rc" -eq 2 ]
+  grep -q "was already rerun as job(s) 4243" "$BATS_TEST_TMPDIR/late.out"
+  [ "$(sbatch_calls)" -eq 2 ] # the original and one rerun
+}
+
 # a_sweep N: an offline grid sweep of N points submitted as job 4242 (its folder: SWEEP_DIR).
 a_sweep() {
   ln -sfn "$REPO_ROOT/.venv" "$PROJECT/.venv"

@@ -77,7 +77,7 @@ def _axis_length(param: Param) -> int:
     """How many values the axis would have, without making them."""
     cfg = param.config
     if param.kind == "int_uniform":
-        return max(0, cfg["max"] - cfg["min"] + 1)
+        return max(0, int(cfg["max"]) - int(cfg["min"]) + 1)
     if param.kind == "q_uniform":
         step = cfg["q"]
         return max(0, math.ceil((cfg["max"] - cfg["min"]) / step)) if step else 0

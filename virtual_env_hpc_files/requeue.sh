@@ -71,10 +71,18 @@ hpc_spawn_command() {
 # hpc_job_target: this job's id for scancel/scontrol/squeue. An array task is named
 # ARRAY_TASK: its own SLURM_JOB_ID can be the array's id, which names every task.
 hpc_job_target() {
+  local t
+  hpc_job_target_to t
+  printf '%s\n' "$t"
+}
+
+# hpc_job_target_to VAR: the same into VAR (no subshell: every task's start asks it).
+hpc_job_target_to() {
+  local -n _tgt=$1
   if [[ -n ${SLURM_ARRAY_TASK_ID:-} && -n ${SLURM_ARRAY_JOB_ID:-} ]]; then
-    printf '%s_%s\n' "$SLURM_ARRAY_JOB_ID" "$SLURM_ARRAY_TASK_ID"
+    _tgt=${SLURM_ARRAY_JOB_ID}_$SLURM_ARRAY_TASK_ID
   else
-    printf '%s\n' "${SLURM_JOB_ID:?}"
+    _tgt=${SLURM_JOB_ID:?}
   fi
 }
 
@@ -281,7 +289,7 @@ hpc_install_signal_traps() {
 hpc_attempt_begin() {
   local dir=local-$$
   printf -v HPC_ATTEMPT_STARTED '%(%s)T' -1
-  [[ -z ${SLURM_JOB_ID:-} ]] || dir=$(hpc_job_target)
+  [[ -z ${SLURM_JOB_ID:-} ]] || hpc_job_target_to dir
   dir=$HPC_EXP_DIR/.hpc_attempt/$dir
   HPC_LAST_EXIT_HOOKS=(hpc_attempt_end_record "${HPC_LAST_EXIT_HOOKS[@]}")
   hpc_attempt_record running -

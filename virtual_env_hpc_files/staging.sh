@@ -237,6 +237,12 @@ _hpc_results_copy() {
     hpc_error "results: copying $src to $dest failed: cannot create $dest, nothing copied (is \$SCRATCH writable from this node?)"
     return 1
   }
+  # Never into another user's folder (a results folder that is a link to theirs): they
+  # would read what the program wrote. Issue 32.
+  if [[ ! -O $dest ]]; then
+    hpc_error "results: $dest belongs to $(stat -L -c %U -- "$dest" 2>/dev/null || echo 'another user'), not to you: nothing is copied there. Make it a folder of your own (remove the link), or submit with another --exp-name"
+    return 1
+  fi
   if [[ -n ${HPC_RESULTS_DEADLINE_US:-} ]]; then
     left=$((HPC_RESULTS_DEADLINE_US - ${EPOCHREALTIME/[.,]/}))
     if ((left <= 0)); then

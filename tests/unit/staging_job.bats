@@ -400,3 +400,15 @@ teardown() {
   n=$(grep -c x"$(head -c 2000 /dev/zero | tr '\0' x)" <<<"$output") || true
   [ "$n" -eq 0 ] # no log line holds 2,000 of them
 }
+
+@test "a results folder that leads to another user's folder gets nothing: the results are kept, the job says whose it is and fails 74 (issue 32)" {
+  mkdir -p "$scratch_dir/e" "$BATS_TEST_TMPDIR/theirs"
+  chown nobody "$BATS_TEST_TMPDIR/theirs"
+  ln -s "$BATS_TEST_TMPDIR/theirs" "$DEST"
+  job 'echo secret >"$HPC_RESULTS_DIR/s.txt"; exit 0'
+  echo "$output"; echo "$stderr"
+  [ "$status" -eq 74 ]
+  [[ $stderr == *"results: $DEST belongs to nobody, not to you: nothing is copied there"* ]]
+  [ -z "$(ls -A "$BATS_TEST_TMPDIR/theirs")" ]
+  [ "$(cat "$scratch_dir/e/.hpc_results_kept/attempt_1/s.txt")" = secret ]
+}

@@ -175,7 +175,7 @@ hpc_escapees_token() {
 # HPC_PROGRAM_TOKEN, but this shell. No fork per process: /proc read by bash.
 hpc_escapees_to() {
   local -n _esc=$1
-  local env_file pid entry want="HPC_PROGRAM_TOKEN=${HPC_PROGRAM_TOKEN:-}"
+  local env_file pid want=$'\n'"HPC_PROGRAM_TOKEN=${HPC_PROGRAM_TOKEN:-}"$'\n' IFS=$'\n'
   local -a envs
   _esc=()
   [[ -n ${HPC_PROGRAM_TOKEN:-} ]] || return 0
@@ -185,11 +185,9 @@ hpc_escapees_to() {
     pid=${pid%/environ}
     [[ $pid != "$$" && $pid != "$BASHPID" ]] || continue
     { mapfile -d '' envs <"$env_file"; } 2>/dev/null || continue
-    for entry in "${envs[@]}"; do
-      [[ $entry == "$want" ]] || continue
-      _esc+=("$pid")
-      break
-    done
+    # One match over the whole environment, not a test per variable: a machine where the
+    # user runs hundreds of processes made this scan most of a short task's end.
+    [[ $'\n'"${envs[*]}"$'\n' != *"$want"* ]] || _esc+=("$pid")
   done
 }
 

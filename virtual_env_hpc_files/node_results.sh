@@ -39,10 +39,38 @@ hpc_node_results_copy() {
   local copy=(cp -a -- "$src/." "$dest/") lock=()
   command -v rsync >/dev/null && copy=(rsync -a -- "$src/" "$dest/")
   command -v flock >/dev/null && lock=(flock "$SLURM_TMPDIR/.hpc_results.lock")
-  out=$(mkdir -p -- "$dest" 2>&1 && "${lock[@]}" "${copy[@]}" 2>&1) || rc=$?
+  out=$(mkdir -p -- "$dest" 2>&1 && _hpc_node_results_ours "$dest" && "${lock[@]}" "${copy[@]}" 2>&1) || rc=$?
   if ((rc != 0)); then
     hpc_error "results of node ${SLURMD_NODENAME:-$SLURM_NODEID}: copying $src to $dest failed (${copy[0]} exit $rc): ${out:0:2000}"
+    _hpc_node_results_keep "$src" "${lock[@]}"
     return 1
   fi
   hpc_log "results of node ${SLURMD_NODENAME:-?} (rank ${SLURM_PROCID:-?}): copied to $dest"
+}
+
+# _hpc_node_results_ours DEST: DEST is this user's folder (not another user's, reached
+# through a link): else it says so and fails (issue 32).
+_hpc_node_results_ours() {
+  [[ -O $1 ]] && return 0
+  echo "$1 belongs to $(stat -L -c %U -- "$1" 2>/dev/null || echo 'another user'), not to you: nothing is copied there"
+  return 1
+}
+
+# _hpc_node_results_keep SRC [LOCK...]: what did not come back is kept on $SCRATCH, in
+# $HPC_EXP_DIR/.hpc_results_kept[/task_I]/attempt_N/node_K (modes kept, the folder private):
+# the batch shell of a later attempt (or of a --rerun) brings it back to results/node_K
+# (staging.sh: _hpc_results_bring_back). Issue 32: nothing is lost at a requeue.
+_hpc_node_results_keep() {
+  local src=$1 kept copy out
+  shift
+  [[ -n ${HPC_EXP_DIR:-} && ${SLURM_NODEID:-0} =~ ^[1-9][0-9]*$ ]] || return 0
+  kept=$HPC_EXP_DIR/.hpc_results_kept${HPC_TASK_SUBDIR-}/attempt_$((${SLURM_RESTART_COUNT:-0} + 1))/node_$SLURM_NODEID
+  copy=(cp -a -- "$src/." "$kept/")
+  command -v rsync >/dev/null && copy=(rsync -a -- "$src/" "$kept/")
+  if out=$( (umask 077 && mkdir -p -- "$HPC_EXP_DIR/.hpc_results_kept") 2>&1 && mkdir -p -- "$kept" 2>&1 &&
+    "$@" "${copy[@]}" 2>&1); then
+    hpc_error "results of node ${SLURMD_NODENAME:-$SLURM_NODEID} are kept in $kept: a later attempt of the job, or a --rerun, copies them to $HPC_NODE_RESULTS_DEST"
+  else
+    hpc_error "results of node ${SLURMD_NODENAME:-$SLURM_NODEID} could not be kept in $kept either (${out:0:500}): they are lost with the node's folder"
+  fi
 }

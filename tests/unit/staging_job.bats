@@ -412,3 +412,23 @@ teardown() {
   [ -z "$(ls -A "$BATS_TEST_TMPDIR/theirs")" ]
   [ "$(cat "$scratch_dir/e/.hpc_results_kept/attempt_1/s.txt")" = secret ]
 }
+
+@test "another node's results that cannot come back are kept too, under attempt_N/node_K, and a later attempt brings them back (issue 32)" {
+  local node_tmp=$BATS_TEST_TMPDIR/node1tmp kept=$scratch_dir/e/.hpc_results_kept
+  mkdir -p "$node_tmp" "$scratch_dir/e"
+  echo 'not a folder' >"$DEST"
+  run --separate-stderr env SLURM_TMPDIR="$node_tmp" SLURM_NODEID=1 HPC_RESULTS_DEST="$DEST" \
+    HPC_RESULTS_DIR=x SLURM_RESTART_COUNT=0 bash -c 'source "$1/virtual_env_hpc_files/node_results.sh"
+      hpc_node_results_setup && echo n1 >"$HPC_RESULTS_DIR/n1.txt" && chmod 600 "$HPC_RESULTS_DIR/n1.txt" && hpc_node_results_copy' _ "$REPO_ROOT"
+  echo "$output"; echo "$stderr"
+  [ "$status" -ne 0 ]
+  [[ $stderr == *"results of node"*"are kept in $kept/attempt_1/node_1"* ]]
+  [ "$(stat -c '%a' "$kept/attempt_1/node_1/n1.txt")" = 600 ]
+  # The next attempt, with the folder fixed: node 1's results come back to results/node_1.
+  rm -f "$DEST"
+  SLURM_RESTART_COUNT=1 job 'exit 0'
+  echo "$output"; echo "$stderr"
+  [ "$status" -eq 0 ]
+  [ "$(cat "$DEST/node_1/n1.txt")" = n1 ]
+  [ ! -e "$kept" ]
+}

@@ -229,6 +229,16 @@ hpc_runs_fresh_move() {
       die "could not move the earlier results $from to $to; nothing was submitted"
     say "the results of an earlier run of '$J_EXP_NAME' are kept as $to: this run's own go to $from (--resume continues a run and keeps them)"
   fi
+  # What an earlier run could not copy back (staging.sh: EXP/.hpc_results_kept) is that
+  # run's: it goes with its results, never into this run's (issue 32).
+  local kept=$J_SCRATCH_DIR/$J_EXP_NAME/.hpc_results_kept
+  if [[ -d $kept && ! -L $kept ]] && ((${OPT_RESUME:-0} == 0)) && ! hpc_sweep_requested; then
+    to=$J_SCRATCH_DIR/$J_EXP_NAME/old_results/kept.$(date +%Y%m%d-%H%M%S)
+    [[ -z $m ]] || to=${m#*$'\t'}/.hpc_results_kept
+    { mkdir -p -- "${to%/*}" && mv -T -- "$kept" "$to"; } ||
+      die "could not move $kept (results an earlier run could not copy back) to $to; nothing was submitted"
+    say "results an earlier run of '$J_EXP_NAME' could not copy back are kept as $to (they were in $kept)"
+  fi
   hpc_runs_fresh_plan_to moves
   for m in "${moves[@]}"; do
     from=${m%%$'\t'*} to=${m#*$'\t'}

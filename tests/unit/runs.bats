@@ -164,6 +164,26 @@ squeue_stub() {
   [ "$status" -eq 0 ] && [[ $stderr != *"earlier run"* ]]
 }
 
+@test "a new run keeps aside the results an earlier run could not copy back (EXP/.hpc_results_kept), with that run's results, so that its own attempts never bring them back (issue 32)" {
+  local kept=$SCRATCH/proj/e/.hpc_results_kept old
+  mkdir -p "$kept/attempt_1" "$SCRATCH/proj/e/results"
+  echo k >"$kept/attempt_1/k.txt"
+  echo r >"$SCRATCH/proj/e/results/r.txt"
+  run --separate-stderr submitter --exp-name e --resume
+  [ "$status" -eq 0 ] && [ -f "$kept/attempt_1/k.txt" ] # --resume continues the run: they stay
+  run --separate-stderr submitter --exp-name e
+  [ "$status" -eq 0 ]
+  old=$(echo "$SCRATCH"/proj/e/old_results/results.job*)
+  [[ $stderr == *"results an earlier run of 'e' could not copy back are kept as $old/.hpc_results_kept"* ]]
+  [ "$(cat "$old/.hpc_results_kept/attempt_1/k.txt")" = k ] && [ ! -e "$kept" ]
+  # Kept results with no results copied back: aside all the same.
+  mkdir -p "$kept/attempt_2" && echo k2 >"$kept/attempt_2/k.txt"
+  run --separate-stderr submitter --exp-name e
+  [ "$status" -eq 0 ]
+  [[ $stderr == *"results an earlier run of 'e' could not copy back are kept as $SCRATCH/proj/e/old_results/kept."* ]]
+  [ ! -e "$kept" ]
+}
+
 # job LINE [BODY]: a job on one node without Slurm: its own submission id e-1, line 0.
 job() {
   job_side_env

@@ -23,7 +23,7 @@ from hpc_toolkit import doctor as doc
 from hpc_toolkit.attempts import Attempt, attempts_dir, attempts_summary, read_attempts
 from hpc_toolkit.console import ScratchOpt, command_app, die, render_table, warn
 from hpc_toolkit.jobenv import JobEnv, JobEnvError
-from hpc_toolkit.kept import kept_lines
+from hpc_toolkit.kept import kept_lines, kept_paths
 from hpc_toolkit.packing import Packing, packing_of
 from hpc_toolkit.project_writes import shared_write_lines
 from hpc_toolkit.remote import RemoteOpt, forward, words
@@ -257,6 +257,8 @@ def _status_json(
             "submission": g.submission_id, "exp_name": g.exp_name,
             "submitted_at": g.submitted_at.isoformat(), "job_ids": g.job_ids,
             "rerun_of": g.rerun_of, "tasks": tasks,
+            "results_kept": [str(p) for p in kept_paths(j.script_path for j in g.jobs
+                                                         if j.kind == "job")],
         })  # fmt: skip
     return {"sources": q.sources, "notes": q.notes, "submissions": subs}
 

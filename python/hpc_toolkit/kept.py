@@ -27,25 +27,35 @@ def kept_folders(exp_dir: Path) -> list[Path]:
     return sorted(found)
 
 
-def kept_lines(scripts: Iterable[Path]) -> list[str]:
-    """`hpc status` lines for a submission whose batch scripts are SCRIPTS: one per
-    experiment folder that holds kept results; none when there are none."""
-    lines: list[str] = []
-    seen: set[str] = set()
+def _exp_dirs(scripts: Iterable[Path]) -> list[Path]:
+    """The experiment folders (HPC_EXP_DIR) SCRIPTS name, each once, in order."""
+    seen: list[Path] = []
     for script in scripts:
         try:
             exp = read_script(script).exports.get("HPC_EXP_DIR", "")
         except OSError:
             continue
-        if not exp or exp in seen:
-            continue
-        seen.add(exp)
-        folders = kept_folders(Path(exp))
+        if exp and Path(exp) not in seen:
+            seen.append(Path(exp))
+    return seen
+
+
+def kept_paths(scripts: Iterable[Path]) -> list[Path]:
+    """Every kept attempt_N folder of the experiments SCRIPTS name (`hpc status --json`)."""
+    return [p for exp in _exp_dirs(scripts) for p in kept_folders(exp)]
+
+
+def kept_lines(scripts: Iterable[Path]) -> list[str]:
+    """`hpc status` lines for a submission whose batch scripts are SCRIPTS: one per
+    experiment folder that holds kept results; none when there are none."""
+    lines: list[str] = []
+    for exp in _exp_dirs(scripts):
+        folders = kept_folders(exp)
         if folders:
-            names = ", ".join(str(p.relative_to(Path(exp) / KEPT_DIRNAME)) for p in folders[:10])
+            names = ", ".join(str(p.relative_to(exp / KEPT_DIRNAME)) for p in folders[:10])
             more = f" and {len(folders) - 10} more" if len(folders) > 10 else ""
             lines.append(
-                f"  results NOT copied back: {names}{more} kept in {Path(exp) / KEPT_DIRNAME}"
+                f"  results NOT copied back: {names}{more} kept in {exp / KEPT_DIRNAME}"
                 f" (the next attempt or a --rerun brings them back to {exp}/results;"
                 " or copy them yourself: rsync -a --update)"
             )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hpc_toolkit.kept import kept_folders, kept_lines
+from hpc_toolkit.kept import kept_folders, kept_lines, kept_paths
 
 
 def _script(tmp_path: Path, exp: Path) -> Path:
@@ -30,3 +30,4 @@ def test_kept_attempts_are_named_with_where_they_are(tmp_path: Path) -> None:
     assert "results NOT copied back: attempt_1, task_3/attempt_2" in line
     assert f"kept in {exp / '.hpc_results_kept'}" in line
     assert f"{exp}/results" in line
+    assert kept_paths([script]) == kept_folders(exp)

@@ -238,8 +238,9 @@ _hpc_results_copy() {
     return 1
   }
   # Never into another user's folder (a results folder that is a link to theirs): they
-  # would read what the program wrote. Issue 32.
-  if [[ ! -O $dest ]]; then
+  # would read what the program wrote. Issue 32. (Not "nobody" (65534): what an NFSv4
+  # mount whose ids do not map shows for every file; no user can give a folder to it.)
+  if [[ ! -O $dest && $(stat -L -c %u -- "$dest" 2>/dev/null) != 65534 ]]; then
     hpc_error "results: $dest belongs to $(stat -L -c %U -- "$dest" 2>/dev/null || echo 'another user'), not to you: nothing is copied there. Make it a folder of your own (remove the link), or submit with another --exp-name"
     return 1
   fi

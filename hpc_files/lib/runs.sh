@@ -264,9 +264,10 @@ hpc_runs_foreign_check() {
   hpc_runs_taken_to taken
   for d in "$base" "${taken[@]}"; do
     if [[ $d == "$base" ]]; then
-      found=$(find -H "$d" -maxdepth 0 ! -uid "$me" ! -uid 0 -print -quit 2>/dev/null)
+      found=$(find -H "$d" -maxdepth 0 ! -uid "$me" ! -uid 0 ! -uid 65534 -print -quit 2>/dev/null)
     else
-      found=$(find -H "$d" ! -uid "$me" -print -quit 2>/dev/null)
+      # (65534, nobody: what an NFSv4 mount whose ids do not map shows; no user's own)
+      found=$(find -H "$d" ! -uid "$me" ! -uid 65534 -print -quit 2>/dev/null)
     fi
     [[ -n $found ]] || continue
     owner=$(stat -c %U -- "$found" 2>/dev/null) || owner="another user"

@@ -37,6 +37,11 @@
 #   is_size VALUE                 digits only, at most 18 (safe in bash arithmetic)
 #   human_bytes_to VAR BYTES      "512 B", "8.0 KiB", "1.5 GiB"
 
+# Loaded once per shell: job_runtime.sh's parts each source this file (ten times a task
+# before), and a second source returns at once.
+declare -F hpc_job_lib_loaded >/dev/null && return 0
+hpc_job_lib_loaded() { :; }
+
 # --- the log line -------------------------------------------------------------------------
 
 # hpc_node_name_to VAR: the node's name for the log line and the node's folders.

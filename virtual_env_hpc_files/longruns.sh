@@ -12,6 +12,9 @@
 #    not counted as one of --max-restarts either.
 # Sourced by job_runtime.sh after requeue.sh; sets no shell options.
 
+# shellcheck source=virtual_env_hpc_files/job_lib.sh
+source "${BASH_SOURCE[0]%/*}/job_lib.sh"
+
 # Exit code of a job stopped for a stall that wrote no checkpoint in that attempt.
 HPC_EXIT_STALLED=79
 # Exit code of a job whose preflight failed once more than HPC_PREFLIGHT_RETRIES allows.

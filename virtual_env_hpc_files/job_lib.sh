@@ -254,7 +254,7 @@ _hpc_chain_walk_to() {
     if [[ $rest == */* ]]; then rest=${rest#*/}; else rest=""; fi
     [[ ${p##*/} == "" ]] || paths+=("$p")
   done
-  me=$(id -u) my_group=$(id -un)
+  me=$EUID my_group=$(id -un)
   while read -r uid gid mode owner group type; do
     p=${paths[i++]}
     if [[ $uid != 0 && $uid != "$me" ]]; then

@@ -167,7 +167,12 @@ hpc_proc_warn_loop() {
 hpc_escapees_token() {
   [[ -z ${HPC_PROGRAM_TOKEN:-} ]] || return 0
   local r
-  r=$(od -An -tx8 -N8 /dev/urandom 2>/dev/null) || r=$RANDOM$RANDOM$RANDOM$$
+  # 64 random bits: bash's own (5.1+: getrandom), else od's (no process in every task)
+  if [[ -n ${SRANDOM:-} ]]; then
+    printf -v r '%08x%08x' "$SRANDOM" "$SRANDOM"
+  else
+    r=$(od -An -tx8 -N8 /dev/urandom 2>/dev/null) || r=$RANDOM$RANDOM$RANDOM$$
+  fi
   HPC_PROGRAM_TOKEN=${r//[[:space:]]/}.${SLURM_JOB_ID:-0}
 }
 

@@ -314,7 +314,8 @@ hpc_took_warning() {
 
 hpc_attempt_end() {
   [[ -z $HPC_ATTEMPT_DIR ]] || rm -rf -- "$HPC_ATTEMPT_DIR"
-  rmdir -- "$HPC_EXP_DIR/.hpc_attempt" 2>/dev/null
+  # The folder of attempts goes when it is empty (no rmdir while an array's other tasks run).
+  compgen -G "$HPC_EXP_DIR/.hpc_attempt/*" >/dev/null || rmdir -- "$HPC_EXP_DIR/.hpc_attempt" 2>/dev/null
   return 0
 }
 

@@ -48,7 +48,7 @@ hpc_ledger_cluster_to() {
 hpc_ledger_lines_of() {
   local ledger=$J_SCRATCH_DIR/hpc_outputs/jobs/submissions.tsv
   [[ -r $ledger ]] || return 0
-  LC_ALL=C grep -F -e $'\t'"$1"$'\t' -- "$ledger" 2>/dev/null
+  LC_ALL=C grep -aF -e $'\t'"$1"$'\t' -- "$ledger" 2>/dev/null # (-a: a stray NUL must not make it "binary")
   return 0
 }
 

@@ -37,9 +37,16 @@ hpc_ledger_line_to() {
 hpc_ledger_cluster_to() {
   local -n _cluster=$1
   local line re='^[[:space:]]*[Cc][Ll][Uu][Ss][Tt][Ee][Rr][Nn][Aa][Mm][Ee][[:space:]]*=[[:space:]]*([A-Za-z0-9_.-]{1,64})[[:space:]]*(#.*)?$'
+  local conf=${SLURM_CONF:-/etc/slurm/slurm.conf}
   _cluster=""
-  line=$(grep -i -m1 '^[[:space:]]*ClusterName[[:space:]]*=' -- "${SLURM_CONF:-/etc/slurm/slurm.conf}" 2>/dev/null) || return 0
-  [[ ! $line =~ $re ]] || _cluster=${BASH_REMATCH[1]}
+  [[ -f $conf && -r $conf ]] || return 0
+  # The first ClusterName line, read here (no grep process at every submission).
+  while IFS= read -r line || [[ -n $line ]]; do
+    [[ $line == *[Cc][Ll][Uu][Ss][Tt][Ee][Rr][Nn][Aa][Mm][Ee]* &&
+      $line =~ ^[[:space:]]*[Cc][Ll][Uu][Ss][Tt][Ee][Rr][Nn][Aa][Mm][Ee][[:space:]]*= ]] || continue
+    [[ ! $line =~ $re ]] || _cluster=${BASH_REMATCH[1]}
+    return 0
+  done <"$conf"
 }
 
 # hpc_ledger_lines_of EXP: the ledger's lines that may be experiment EXP's (a field exactly
@@ -97,7 +104,7 @@ hpc_submission_lock() {
 # command), this pid and host, since when.
 hpc_submission_lock_note() {
   local host
-  host=$(hostname 2>/dev/null || uname -n)
+  host=${HOSTNAME:-$(hostname 2>/dev/null || uname -n)}
   printf '%s: pid %s on %s since %(%Y-%m-%d %H:%M:%S)T\n' "$1" "$$" "$host" -1 >"$HPC_SUBMISSION_HOLDER" ||
     warn "could not write $HPC_SUBMISSION_HOLDER (who is submitting)"
 }

@@ -43,3 +43,20 @@ setup() {
   [ "$(cut -f9 "$LEDGER" | sort -u)" = "$SCRATCH/proj/hpc_outputs/solo-%j.out" ]
   [ "$(cut -f6 "$LEDGER" | sort -u | wc -l)" -eq 2 ]
 }
+
+@test "the cluster's name comes from slurm.conf's first ClusterName line, any case, a comment after it; a bad one or none gives none" {
+  # shellcheck source=hpc_files/lib/ledger.sh
+  source "$REPO_ROOT/hpc_files/lib/hpc_lib.sh" && source "$REPO_ROOT/hpc_files/lib/ledger.sh"
+  local c conf=$BATS_TEST_TMPDIR/slurm.conf
+  printf '# ClusterName=commented\nSlurmUser=root\n  clustername = lab.c-1  # ours\nClusterName=second\n' >"$conf"
+  SLURM_CONF=$conf hpc_ledger_cluster_to c
+  [ "$c" = lab.c-1 ]
+  printf 'ClusterName=two words\nClusterName=later\n' >"$conf"
+  SLURM_CONF=$conf hpc_ledger_cluster_to c
+  [ -z "$c" ]
+  printf 'SlurmUser=root' >"$conf" # no ClusterName, no final newline
+  SLURM_CONF=$conf hpc_ledger_cluster_to c
+  [ -z "$c" ]
+  SLURM_CONF=$BATS_TEST_TMPDIR/missing.conf hpc_ledger_cluster_to c
+  [ -z "$c" ]
+}

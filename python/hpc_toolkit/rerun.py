@@ -298,7 +298,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def warn(msg: str) -> None:
         print(f"{args.prog}: warning: {msg}", file=sys.stderr)
 
-    slurm.PROGRESS_PROG = args.prog  # a slow Slurm is said as job_submitter.sh says things
+    prog, slurm.PROGRESS_PROG = slurm.PROGRESS_PROG, args.prog  # said as job_submitter.sh
     try:
         with slurm.progress(f"working out which tasks of {args.job_id} to run again..."):
             group, todo, tasks = plan(args.scratch_dir, args.job_id, warn=warn)
@@ -308,6 +308,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         print(f"{args.prog}: cannot read the submission's files ({exc})", file=sys.stderr)
         return 2
+    finally:
+        slurm.PROGRESS_PROG = prog
     if not todo:
         print(
             f"Nothing to rerun: every task of submission {group.submission_id} "

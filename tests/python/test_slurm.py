@@ -288,6 +288,7 @@ def test_a_slow_slurm_is_said_on_stderr_a_quick_one_is_not(
 ) -> None:
     # Anything a user waits on for more than a moment says so (here after 0.2 s, not 2 s).
     monkeypatch.setattr(slurm, "PROGRESS_AFTER_S", 0.2)
+    monkeypatch.setattr(slurm, "PROGRESS_PROG", "hpc")
     slow = hermetic / "sacct"
     slow.write_text("#!/bin/sh\n/bin/sleep 0.6\necho '1|COMPLETED'\n")
     slow.chmod(0o755)

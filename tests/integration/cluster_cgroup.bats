@@ -36,7 +36,7 @@ setup() {
   done
   local dev=$HPC_LOCAL_CLUSTER_DIR/gres/node1
   # shellcheck disable=SC2016 # expanded by the job
-  printf '%s\n' "{ echo \"cvd=\$CUDA_VISIBLE_DEVICES gpus=\$SLURM_JOB_GPUS nproc=\$(nproc)\"; for i in 0 1 2 3; do (exec 3<$dev/nvidia\$i) 2>&1 | sed \"s/^/open\$i: /\"; done; } >\"\$HPC_CHECKPOINT_DIR/seen.txt\"" \
+  printf '%s\n' "{ echo \"cvd=\$CUDA_VISIBLE_DEVICES gpus=\$SLURM_JOB_GPUS nproc=\$(nproc)\"; for i in 0 1 2 3; do (exec 3<$dev/nvidia\$i) 2>&1 | sed \"s/^/open\$i: /\"; done; true; } >\"\$HPC_CHECKPOINT_DIR/seen.txt\"" \
     >"$PROJECT/experiment_configurations.txt"
   submit --exp-name gpus --gpus 2 --cpus 1 --time 5 --cluster local --sbatch-option=--nodelist=node1
   wait_job "$JOB_ID"

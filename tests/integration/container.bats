@@ -116,7 +116,7 @@ inside() {
     grep -q '"global_step": 5' "$ck/lightning_rank_$r.json"
     grep -q '"world_size": 2' "$ck/lightning_rank_$r.json"
   done
-  [ "$(grep -c "train.sif bash -c python\\\\ examples/lightning_ddp.py" "$FAKE_SINGULARITY_LOG")" -eq 2 ]
+  [ "$(grep -c "train.sif bash -o pipefail -c python\\\\ examples/lightning_ddp.py" "$FAKE_SINGULARITY_LOG")" -eq 2 ]
 }
 
 @test "torchrun on 2 nodes: torchrun itself runs inside the container on each node" {
@@ -129,7 +129,7 @@ inside() {
   for r in 0 1 2 3; do
     grep -q '"sum": 10.0' "$SCRATCH/proj/tr/checkpoints/tr/rank_$r.json"
   done
-  [ "$(grep -c "train.sif bash -c torchrun\\\\ --nnodes=2" "$FAKE_SINGULARITY_LOG")" -eq 2 ]
+  [ "$(grep -c "train.sif bash -o pipefail -c torchrun\\\\ --nnodes=2" "$FAKE_SINGULARITY_LOG")" -eq 2 ]
 }
 
 @test "dask on 2 nodes: scheduler, workers and the command all run inside the container" {
@@ -141,7 +141,7 @@ inside() {
   grep -q '"workers": 2' "$SCRATCH/proj/dk/checkpoints/dask_result.json"
   grep -q "train.sif dask scheduler" "$FAKE_SINGULARITY_LOG"
   [ "$(grep -c "train.sif bash -c .*exec\\\\ dask\\\\ worker" "$FAKE_SINGULARITY_LOG")" -eq 2 ]
-  grep -q "train.sif bash -c python\\\\ examples/dask_compute.py" "$FAKE_SINGULARITY_LOG"
+  grep -q "train.sif bash -o pipefail -c python\\\\ examples/dask_compute.py" "$FAKE_SINGULARITY_LOG"
   run ! pgrep -f "scheduler-$JOB_ID.json"
 }
 

@@ -171,16 +171,17 @@ staged_everywhere() {
   truncate -s 4T "$DATA/datasets/huge.bin"
   commands 'echo the program started'
   two_node_job local-lab full
-  wait_job "$JOB_ID" 120
+  wait_job "$JOB_ID" 300
   local log
   log=$(job_log "$JOB_ID" full)
   cat "$log"
   [ "$(job_state "$JOB_ID")" = FAILED ]
-  # Each node's own message reaches the log (a step killed at the first failure can lose
-  # the other node's, and even the failing node's, last lines).
+  # The preflight finds it on every node before the program (issue 33): each node's own
+  # shortage reaches the log, the job tries other nodes, and ends FAILED when none has room
+  # (a step killed at the first failure could lose the other node's message).
   local n
   for n in node1 node2; do
-    grep -q "ERROR: not enough local disk for the --data: it needs 4.0 TiB, $LAB/$n/hpc_job_${JOB_ID}_$n has" "$log"
+    grep -q "preflight failed on .*$n: local scratch $LAB/$n has .* free, --data needs 4.0 TiB" "$log"
   done
   ! grep -qx 'the program started' "$log" || false
   for n in node1 node2 node3 node4; do

@@ -192,6 +192,16 @@ job_states() {
   sacct -X -n -P -j "$1" -o JobID,State,ExitCode 2>/dev/null
 }
 
+# wait_gone ID...: until squeue lists none of the jobs as pending, running, completing or
+# configuring (a cluster without accounting: no sacct to wait on); fails after 120 s.
+wait_gone() {
+  local waited=0
+  while [[ -n $(squeue -h -t pending,running,completing,configuring -j "$(IFS=,; echo "$*")" -o %i 2>/dev/null) ]]; do
+    ((waited++ < 240)) || return 1
+    sleep 0.5
+  done
+}
+
 # wait_job ID [TIMEOUT_S] [ROWS]: until the job (every array task) has left the queue and sacct
 # has its final record. slurmdbd gets the records a few seconds after the queue empties;
 # until then an array is one row and the partition is blank, so for the job `submit` made

@@ -24,15 +24,6 @@ setup() {
 }
 
 
-# wait_gone ID...: until squeue lists none of the jobs as pending or running.
-wait_gone() {
-  local waited=0
-  while [[ -n $(squeue -h -t pending,running,completing -j "$(IFS=,; echo "$*")" -o %i 2>/dev/null) ]]; do
-    ((waited++ < 240)) || return 1
-    sleep 0.5
-  done
-}
-
 @test "jobcomp only: pending and running tasks from squeue -t all, finished ones from the completion log" {
   printf '%s\n' 'sleep 6' 'echo broken >&2; exit 4' 'true' >"$PROJECT/experiment_configurations.txt"
   HPC_MAX_ARRAY_SIZE=2 submit --exp-name jc --time 5 --max-parallel 1

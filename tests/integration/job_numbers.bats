@@ -28,15 +28,6 @@ setup() {
   LEDGER=$SCRATCH/proj/hpc_outputs/jobs/submissions.tsv
 }
 
-# wait_gone ID: until squeue lists the job as neither pending nor running.
-wait_gone() {
-  local waited=0
-  while [[ -n $(squeue -h -t pending,running,completing,configuring -j "$1" -o %i 2>/dev/null) ]]; do
-    ((waited++ < 240)) || return 1
-    sleep 0.5
-  done
-}
-
 # restart_afresh NAME...: cluster NAME (A or B) stopped and started from a fresh state (its
 # job numbers from FIRST again), its job completion log kept, as an admin who restarts
 # slurmctld with a cleared state but keeps the log.

@@ -22,15 +22,6 @@ setup() {
   [[ $output == *"accounting storage is disabled"* ]]
 }
 
-# wait_gone ID: until squeue lists the job as neither pending nor running.
-wait_gone() {
-  local waited=0
-  while [[ -n $(squeue -h -t pending,running,completing,configuring -j "$1" -o %i 2>/dev/null) ]]; do
-    ((waited++ < 240)) || return 1
-    sleep 0.5
-  done
-}
-
 @test "no accounting: the failed task is found from the job completion log and rerun alone" {
   # shellcheck disable=SC2016 # run by the job
   printf '%s\n' 'echo zero' 'echo "task $HPC_TASK_INDEX" >>"$SCRATCH/ran"; test -e "$SCRATCH/fixed"' 'sleep 2' \

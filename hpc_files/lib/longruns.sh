@@ -34,8 +34,10 @@ hpc_duration_seconds_to() {
 hpc_longruns_settle() {
   local text=${OPT_STALL_TIMEOUT:-${HPC_STALL_TIMEOUT:-1h}} from=--stall-timeout secs
   [[ -n ${OPT_STALL_TIMEOUT:-} ]] || from="the cluster profile's HPC_STALL_TIMEOUT"
-  hpc_duration_seconds_to secs "$text" ||
+  if ! hpc_duration_seconds_to secs "$text"; then
+    [[ ! $text =~ ^[0-9]+[smh]$ ]] || die "$from '$text' is too long: at most 6 digits before its unit (e.g. 72h)"
     die "$from '$text' is not a duration: a number with s, m or h (30s, 20m, 2h), or off"
+  fi
   ((secs == 0 || secs >= HPC_STALL_TIMEOUT_MIN_S)) ||
     die "$from '$text' is too short: at least ${HPC_STALL_TIMEOUT_MIN_S}s (or off)"
   J_STALL_TIMEOUT=$text J_STALL_TIMEOUT_S=$secs

@@ -41,6 +41,7 @@ setup() {
   [[ $output == *"export HPC_STALL_TIMEOUT='off'"* && $output == *"export HPC_STALL_TIMEOUT_S='0'"* ]]
   refused "--stall-timeout '20' is not a duration: a number with s, m or h (30s, 20m, 2h), or off" --stall-timeout 20
   refused "--stall-timeout '5s' is too short: at least 10s" --stall-timeout 5s
+  refused "--stall-timeout '99999999h' is too long: at most 6 digits before its unit (e.g. 72h)" --stall-timeout 99999999h
   refused "--preflight (or HPC_PREFLIGHT) holds a newline" --preflight $'true\nfalse'
 }
 

@@ -31,18 +31,8 @@ HPC_ATTEMPT_NODE="" HPC_ATTEMPT_WHY="" HPC_ATTEMPT_EXIT=""
 # not count (earlier attempts of this job recorded as preflight-failed or node-failure), and
 # the folders of the heartbeats and the program's pids in the attempt's folder.
 hpc_longruns_begin() {
-  local file job n=0 line
-  local -A seen=()
-  hpc_attempt_file_to file
-  _hpc_run_job_to job
-  if [[ -n $file && -r $file ]]; then
-    while IFS= read -r line; do
-      [[ $line =~ ^attempt=([0-9]+)\ job=([^ ]+)\ .*outcome=(preflight-failed|node-failure)\  ]] || continue
-      [[ ${BASH_REMATCH[2]} == "$job" && -z ${seen[${BASH_REMATCH[1]}]:-} ]] || continue
-      seen[${BASH_REMATCH[1]}]=1
-      n=$((n + 1))
-    done <"$file"
-  fi
+  local n
+  _hpc_attempts_with_outcome_to n 'preflight-failed|node-failure'
   HPC_EXCUSED_RESTARTS=$n
   ((n == 0)) || hpc_log "restarts: $n of this job's requeues were for a node (preflight, node failure), not the program's: --max-restarts does not count them"
   hpc_heartbeat_setup
@@ -307,7 +297,7 @@ hpc_preflight() {
   list=$(IFS=, && printf '%s' "${failed[*]}")
   hpc_log "preflight failed on $why"
   local done_before
-  _hpc_preflight_failures_to done_before
+  _hpc_attempts_with_outcome_to done_before preflight-failed
   if [[ -z ${SLURM_JOB_ID:-} || -n ${HPC_LOCAL_RUN:-} || ${HPC_REQUEUE:-yes} != yes ]]; then
     HPC_ATTEMPT_OUTCOME=preflight-failed HPC_ATTEMPT_NODE=$list HPC_ATTEMPT_WHY=$first_why
     hpc_error "preflight failed on $list: the job cannot be requeued elsewhere (no Slurm, or --no-requeue): FAILED"
@@ -343,20 +333,22 @@ while True:
 ' "$1" "$2" 2>/dev/null
 }
 
-# _hpc_preflight_failures_to VAR: how many earlier attempts of this job failed their preflight.
-_hpc_preflight_failures_to() {
-  local -n _pf=$1
-  local file job line
+# _hpc_attempts_with_outcome_to VAR OUTCOMES: how many earlier attempts of this job (each
+# counted once) the task's attempts file (runs.sh) records with an outcome of OUTCOMES (a
+# regex alternation: 'preflight-failed|node-failure').
+_hpc_attempts_with_outcome_to() {
+  local -n _ao=$1
+  local file job line re="^attempt=([0-9]+) job=([^ ]+) .*outcome=($2) "
   local -A seen=()
-  _pf=0
+  _ao=0
   hpc_attempt_file_to file
   _hpc_run_job_to job
   [[ -n $file && -r $file ]] || return 0
   while IFS= read -r line; do
-    [[ $line =~ ^attempt=([0-9]+)\ job=([^ ]+)\ .*outcome=preflight-failed\  ]] || continue
+    [[ $line =~ $re ]] || continue
     [[ ${BASH_REMATCH[2]} == "$job" && -z ${seen[${BASH_REMATCH[1]}]:-} ]] || continue
     seen[${BASH_REMATCH[1]}]=1
-    _pf=$((_pf + 1))
+    _ao=$((_ao + 1))
   done <"$file"
 }
 

@@ -66,12 +66,16 @@ hpc_start_stall_watch() {
   # (No attempt folder: an --interactive session, whose terminal is no log to watch, or a
   # job whose folder could not be written, which hpc_attempt_begin has said.)
   [[ -n ${HPC_ATTEMPT_DIR:-} ]] || return 0
-  local node log
+  local node log target=local
   hpc_node_name_to node
   log=$(readlink -f -- "/proc/$$/fd/1" 2>/dev/null) || log=""
   [[ -f $log ]] || log=""
-  rm -f -- "$HPC_ATTEMPT_DIR/stall.stop"
-  local watch=(bash "$HPC_RUNTIME_DIR/stall_watch.sh" "$node" "$$" "$(hpc_job_target 2>/dev/null || echo local)")
+  # (hpc_attempt_begin made the attempt's folder afresh: a stop file there is rare)
+  [[ ! -e $HPC_ATTEMPT_DIR/stall.stop ]] || rm -f -- "$HPC_ATTEMPT_DIR/stall.stop"
+  # (hpc_job_target's id, without its subshell; "local" where it has none)
+  [[ -z ${SLURM_JOB_ID:-} && (-z ${SLURM_ARRAY_TASK_ID:-} || -z ${SLURM_ARRAY_JOB_ID:-}) ]] ||
+    hpc_job_target_to target
+  local watch=(bash "$HPC_RUNTIME_DIR/stall_watch.sh" "$node" "$$" "$target")
   if [[ $HPC_STEP_LAUNCHERS == *" $HPC_LAUNCHER "* && -n ${SLURM_JOB_ID:-} ]] && command -v srun >/dev/null; then
     HPC_STALL_LOG=$log srun --overlap --quiet --nodes="$HPC_NUM_NODES" --ntasks-per-node=1 \
       --cpus-per-task=1 --gres=none --job-name=hpc_stall_watch env -u BASH_ENV "${watch[@]}" </dev/null &

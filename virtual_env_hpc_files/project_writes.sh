@@ -31,7 +31,10 @@ hpc_project_writes_begin() {
   mapfile -d '' -t HPC_PROJECT_TOP_BEFORE < <(find . -mindepth 1 -maxdepth 1 -printf '%P\0' 2>/dev/null)
   [[ -n ${HPC_COMMANDS_FILE:-} && ${HPC_LIGHTNING_HOOK:-yes} != no ]] || return 0
   export HPC_PROJECT_WRITES_DIR=${HPC_COMMANDS_FILE%.commands}.writes
-  [[ -n ${HPC_PACK:-} ]] || rm -rf -- "$HPC_PROJECT_WRITES_DIR/${HPC_TASK_INDEX:-0}" 2>/dev/null
+  # (an earlier attempt's list is there only when the program wrote into the project: no
+  # rm, a process, for every task otherwise)
+  local list=$HPC_PROJECT_WRITES_DIR/${HPC_TASK_INDEX:-0}
+  [[ -n ${HPC_PACK:-} ]] || { [[ ! -e $list && ! -L $list ]] || rm -rf -- "$list" 2>/dev/null; }
   case ":${PYTHONPATH:-}:" in
     *":$HPC_PROJECT_WRITES_HOOKS:"*) ;;
     *) export PYTHONPATH=$HPC_PROJECT_WRITES_HOOKS${PYTHONPATH:+:$PYTHONPATH} ;;

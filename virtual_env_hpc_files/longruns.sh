@@ -225,7 +225,8 @@ hpc_preflight() {
   [[ -z ${HPC_SIGNALLED:-} ]] || return 0
   local dir=${HPC_ATTEMPT_DIR:-} listener="" rc=0 nodes=${HPC_NUM_NODES:-1} own=""
   [[ -n $dir ]] || { dir=$(mktemp -d) && own=$dir; } || return 0
-  rm -rf -- "$dir/preflight"
+  # (the attempt's folder is new: no rm, a process, for every task when nothing is there)
+  [[ ! -e $dir/preflight && ! -L $dir/preflight ]] || rm -rf -- "$dir/preflight"
   mkdir -p -- "$dir/preflight" || return 0
   export HPC_PREFLIGHT_DIR=$dir/preflight
   # The rendezvous port: what the launchers will use (launchers.sh), listened on here.

@@ -65,7 +65,9 @@ if [[ -n $scratch ]]; then
   rm -f -- "$probe"
   need=${HPC_DATA_BYTES:-0}
   is_size "$need" || need=0
-  free_k=$(df -Pk -- "$scratch" 2>/dev/null | awk 'NR == 2 { print $4 }')
+  free_k=""
+  # (no df without --data: nothing to compare its figure with)
+  ((need == 0)) || free_k=$(df -Pk -- "$scratch" 2>/dev/null | awk 'NR == 2 { print $4 }')
   if is_size "${free_k:-}" && ((need > 0 && free_k * 1024 < need)); then
     human_bytes_to need_h "$need"
     human_bytes_to free_h "$((free_k * 1024))"

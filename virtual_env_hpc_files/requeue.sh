@@ -326,7 +326,7 @@ hpc_attempt_end() {
 hpc_ckpt_sums() {
   : >"$2" 2>/dev/null || return 0
   ! hpc_dir_bare "$1" || return 0
-  find "$1" -type f -size +0 -size -16385k ! -name '.hpc_*' ! -name '*.tmp' ! -name '*.part' \
+  find "$1" "${HPC_CKPT_FILE_TESTS[@]}" -size -16385k \
     -print0 2>/dev/null | xargs -0 -r cksum -- >"$2" 2>/dev/null
   return 0
 }
@@ -360,8 +360,7 @@ hpc_checkpoint_written() {
   while IFS= read -r -d '' f; do
     hpc_ckpt_appended "$f" "$sums" || return 0
     HPC_CKPT_APPENDED+=("${f#"$HPC_CHECKPOINT_DIR"/}")
-  done < <(find "$HPC_CHECKPOINT_DIR" -type f -size +0 -newer "$since" \
-    ! -name '*.tmp' ! -name '*.part' ! -name '.hpc_*' -print0 2>/dev/null)
+  done < <(find "$HPC_CHECKPOINT_DIR" "${HPC_CKPT_FILE_TESTS[@]}" -newer "$since" -print0 2>/dev/null)
   return 1
 }
 

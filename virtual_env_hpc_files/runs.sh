@@ -21,6 +21,9 @@
 source "${BASH_SOURCE[0]%/*}/job_lib.sh"
 
 HPC_RUN_FILE=.hpc_run
+# find's tests for a checkpoint file: non-empty, not the toolkit's own (.hpc_*), not a
+# temporary (*.tmp, *.part). Every look at $HPC_CHECKPOINT_DIR uses these (here, requeue.sh).
+HPC_CKPT_FILE_TESTS=(-type f -size +0 ! -name '.hpc_*' ! -name '*.tmp' ! -name '*.part')
 
 # _hpc_run_job_to VAR: this job as Slurm names it (ARRAYID_TASK for an array task), or
 # local-PID outside Slurm.
@@ -47,7 +50,7 @@ hpc_dir_bare() {
 # than the toolkit's own (.hpc_*) and temporaries (*.tmp, *.part).
 hpc_ckpt_has_files() {
   ! hpc_dir_bare "$1" || return 1
-  [[ -n $(find "$1" -type f -size +0 ! -name '.hpc_*' ! -name '*.tmp' ! -name '*.part' \
+  [[ -n $(find "$1" "${HPC_CKPT_FILE_TESTS[@]}" \
     -print -quit 2>/dev/null) ]]
 }
 
@@ -126,7 +129,7 @@ hpc_run_settle() {
   if ((HPC_RESUMING)); then
     HPC_INIT_FROM=resume
     local newest
-    newest=$(find "$dir" -type f -size +0 ! -name '.hpc_*' ! -name '*.tmp' ! -name '*.part' \
+    newest=$(find "$dir" "${HPC_CKPT_FILE_TESTS[@]}" \
       -printf '%T@ %P\n' 2>/dev/null | sort -rn | head -n 1)
     newest=${newest#* }
     # The entry of DIR that holds the newest file (a Trainer's checkpoint-N/), for scripts
@@ -143,7 +146,7 @@ hpc_run_settle() {
 # ("EPOCH SIZE PATH" lines, newest first), for hpc_ckpt_started_over_to.
 hpc_ckpt_snapshot() {
   ! hpc_dir_bare "$1" || { : >"$2" && return 0; }
-  find "$1" -type f -size +0 ! -name '.hpc_*' ! -name '*.tmp' ! -name '*.part' \
+  find "$1" "${HPC_CKPT_FILE_TESTS[@]}" \
     -printf '%T@ %s %P\n' 2>/dev/null | sort -rn >"$2" 2>/dev/null || : >"$2"
 }
 

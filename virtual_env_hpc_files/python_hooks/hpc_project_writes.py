@@ -14,9 +14,13 @@ log and finds the paths two tasks of one submission both wrote (project_writes.s
 from __future__ import annotations
 
 import os
-import socket
 import sys
-from typing import Any
+
+# (no typing, socket or importlib.abc at start-up: every Python process of every task loads
+# this file)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 # Made beside the code by Python and tools on their own: not the program's outputs.
@@ -59,7 +63,7 @@ class _Recorder:
             self.seen.add(rel)
             if self.out is None or self.out_pid != os.getpid():
                 os.makedirs(self.folder, exist_ok=True)
-                name = f"{os.environ.get('SLURMD_NODENAME') or socket.gethostname()}.{os.getpid()}"
+                name = f"{os.environ.get('SLURMD_NODENAME') or os.uname().nodename}.{os.getpid()}"
                 self.out = open(os.path.join(self.folder, name), "a", encoding="utf-8")  # noqa: SIM115
                 self.out_pid = os.getpid()
             self.out.write(rel.replace("\n", "?") + "\n")
@@ -85,14 +89,16 @@ class _Recorder:
 
 def _patch_torch_save(recorder: _Recorder) -> None:
     """torch.save(obj, "path") opens the file in C++: note the path as it is handed over."""
-    import importlib.abc
-    import importlib.util
 
-    class Finder(importlib.abc.MetaPathFinder):
+    # (a finder needs only find_spec: importlib.abc is imported when torch is)
+    class Finder:
         def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
             if name != "torch.serialization":
                 return None
             sys.meta_path.remove(self)
+            import importlib.abc
+            import importlib.util
+
             spec = importlib.util.find_spec(name)
             if spec is None or spec.loader is None:
                 return spec

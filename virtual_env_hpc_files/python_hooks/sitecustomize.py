@@ -30,12 +30,16 @@ A sitecustomize.py found later on sys.path (a distribution's own) still runs.
 
 from __future__ import annotations
 
-import importlib.abc
 import importlib.machinery
 import importlib.util
 import os
 import sys
-from typing import Any
+
+# (typing and importlib.abc only where they are needed: every Python process of every task
+# imports this file, and they were most of its start-up cost: about 12 ms a process)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _TRAINER_MODULE = "lightning.pytorch.trainer.trainer"
@@ -192,41 +196,47 @@ def _patch_c10d(module: Any) -> None:
 _PATCHES = {_TRAINER_MODULE: _patch_trainer, _C10D_MODULE: _patch_c10d}
 
 
-class _Loader(importlib.abc.Loader):
-    def __init__(self, inner: Any, patch: Any) -> None:
-        self._inner = inner
-        self._patch = patch
+def _install_patches() -> None:
+    """The world and Lightning parts (the distributed launchers): a finder that patches
+    _PATCHES' modules as they are imported."""
+    import importlib.abc
 
-    def create_module(self, spec: Any) -> Any:
-        return self._inner.create_module(spec)
+    class _Loader(importlib.abc.Loader):
+        def __init__(self, inner: Any, patch: Any) -> None:
+            self._inner = inner
+            self._patch = patch
 
-    def exec_module(self, module: Any) -> None:
-        self._inner.exec_module(module)
-        try:
-            self._patch(module)
-        except Exception as exc:  # never break the user's program
-            print(f"[hpc] hook not applied to {module.__name__}: {exc!r}", file=sys.stderr,
-                  flush=True)
+        def create_module(self, spec: Any) -> Any:
+            return self._inner.create_module(spec)
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
+        def exec_module(self, module: Any) -> None:
+            self._inner.exec_module(module)
+            try:
+                self._patch(module)
+            except Exception as exc:  # never break the user's program
+                print(f"[hpc] hook not applied to {module.__name__}: {exc!r}", file=sys.stderr,
+                      flush=True)
 
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._inner, name)
 
-class _Finder(importlib.abc.MetaPathFinder):
-    def __init__(self) -> None:
-        self._left = dict(_PATCHES)
+    class _Finder(importlib.abc.MetaPathFinder):
+        def __init__(self) -> None:
+            self._left = dict(_PATCHES)
 
-    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
-        patch = self._left.pop(name, None)
-        if patch is None:
-            return None
-        if not self._left:
-            sys.meta_path.remove(self)  # every module patched once: out of the way
-        spec = importlib.util.find_spec(name)  # by the other finders: this one has no entry
-        if spec is None or spec.loader is None:
-            return None
-        spec.loader = _Loader(spec.loader, patch)
-        return spec
+        def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
+            patch = self._left.pop(name, None)
+            if patch is None:
+                return None
+            if not self._left:
+                sys.meta_path.remove(self)  # every module patched once: out of the way
+            spec = importlib.util.find_spec(name)  # by the other finders: this one has no entry
+            if spec is None or spec.loader is None:
+                return None
+            spec.loader = _Loader(spec.loader, patch)
+            return spec
+
+    sys.meta_path.insert(0, _Finder())
 
 
 def _run_next_sitecustomize() -> None:
@@ -260,5 +270,5 @@ _install_project_writes()
 if os.environ.get("HPC_LIGHTNING_HOOK", "yes") != "no" and os.environ.get(
     "HPC_LAUNCHER", "lightning"
 ) in ("lightning", "script", "torchrun"):
-    sys.meta_path.insert(0, _Finder())
+    _install_patches()
 _run_next_sitecustomize()

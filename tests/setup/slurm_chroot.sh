@@ -36,7 +36,7 @@ set -euo pipefail
 
 PROG=slurm_chroot.sh
 REPO=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/../.." && pwd -P)
-INCLUDE=slurm-wlm,slurmdbd,slurm-client,munge,mariadb-server,bats,shellcheck,bubblewrap,pigz,rsync,parallel,zstd,procps,psmisc,git,ca-certificates,util-linux,mount,bsdutils,iproute2,curl,libsqlite3-0,openssh-server
+INCLUDE=slurm-wlm,slurmdbd,slurm-client,munge,mariadb-server,bats,shellcheck,bubblewrap,pigz,rsync,parallel,zstd,procps,psmisc,git,ca-certificates,util-linux,mount,bsdutils,iproute2,curl,libsqlite3-0,openssh-server,openssh-client
 
 die() {
   printf '%s: %s\n' "$PROG" "$*" >&2
@@ -86,6 +86,7 @@ mirror() {
 cmd_build() {
   if [[ -x $ROOT/usr/sbin/slurmctld && -e $ROOT/.hpc_built ]]; then
     say "reusing $ROOT ($(cat "$ROOT/.hpc_built"))"
+    add_missing
     return 0
   fi
   mkdir -p -- "${ROOT%/*}"
@@ -116,6 +117,25 @@ cmd_build() {
   mv -- "$tmp" "$ROOT"
   flock -u "$lock"
   say "built $ROOT in $((SECONDS - started)) s: slurm-wlm $got"
+}
+
+# add_missing: a root built before INCLUDE named a package gets it now (Debian sid's
+# openssh-server stopped pulling in openssh-client, which remote.bats needs).
+add_missing() {
+  local -a want missing=()
+  local p
+  IFS=, read -r -a want <<<"$INCLUDE"
+  for p in "${want[@]}"; do
+    # shellcheck disable=SC2016 # dpkg-query's format, not a shell expansion
+    chroot "$ROOT" dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q ' installed$' || missing+=("$p")
+  done
+  ((${#missing[@]})) || return 0
+  say "adding ${missing[*]} to $ROOT (named in INCLUDE since it was built)"
+  local aptopt=()
+  [[ $SUITE != sid ]] || aptopt=(-o 'Acquire::Check-Valid-Until=false')
+  { chroot "$ROOT" apt-get "${aptopt[@]}" update -qq &&
+    DEBIAN_FRONTEND=noninteractive chroot "$ROOT" apt-get install -y -qq --no-install-recommends "${missing[@]}"; } >&2 ||
+    die "could not add ${missing[*]} to $ROOT (apt-get failed above): remove $ROOT to build it afresh"
 }
 
 # mariadb_client ROOT: Debian 12's MariaDB client library in ROOT/usr/local/lib, found

@@ -15,14 +15,16 @@ setup() {
 @test "one line per Slurm job: submission id, kind, task offset and log pattern" {
   submitter -e one >/dev/null
   [ "$(wc -l <"$LEDGER")" -eq 1 ]
+  # One field a line: read -a would merge empty fields (tabs are IFS whitespace).
   local -a f
-  IFS=$'\t' read -r -a f <"$LEDGER"
-  [ "${#f[@]}" -eq 9 ]
+  mapfile -t f < <(tr '\t' '\n' <"$LEDGER")
+  [ "${#f[@]}" -eq 12 ] || { printf '%s\n' "${f[@]}"; false; }
   [ "${f[1]}" = 4242 ] && [ "${f[2]}" = one ] && [ "${f[3]}" = 5 ]
   [[ ${f[5]} == one-[0-9]*-[0-9]*-[0-9]* ]]
   [ "${f[4]}" = "$SCRATCH/proj/hpc_outputs/jobs/${f[5]}.sbatch" ]
   [ "${f[6]}" = job ] && [ "${f[7]}" = 0 ]
   [ "${f[8]}" = "$SCRATCH/proj/hpc_outputs/one-%A_%a.out" ]
+  [ -z "${f[9]}" ] && [ "${f[11]}" = "${USER:-}" ]
 }
 
 @test "a split array and its venv job: one submission id, offsets 0, 2, 4" {

@@ -68,6 +68,9 @@ CGROUPS="${HPC_LOCAL_CGROUPS:-no}"
 # yes: job_container/tmpfs, a private /tmp per job and node (the cluster folder must not
 # be under /tmp, which the jobs then no longer see).
 PRIVATE_TMP="${HPC_LOCAL_PRIVATE_TMP:-no}"
+# slurm.conf ReturnToService: 2 brings back any DOWN node that registers (even one an admin
+# set DOWN, within seconds); 1 only a node that was DOWN for not responding.
+RETURN_TO_SERVICE="${HPC_LOCAL_RETURN_TO_SERVICE:-2}"
 MUNGE_USER=munge
 GPU_GRES=""
 GPU_LINES=()
@@ -116,6 +119,9 @@ Environment:
                             major 195 (copies of /dev/null would deny /dev/null itself)
   HPC_LOCAL_PRIVATE_TMP     no (default) or yes: job_container/tmpfs, a private /tmp per
                             job and node; HPC_LOCAL_CLUSTER_DIR must then lie outside /tmp
+  HPC_LOCAL_RETURN_TO_SERVICE  slurm.conf ReturnToService: 2 (default: a DOWN node that
+                            registers comes back, even one set DOWN by scontrol) or 1 (only
+                            a node DOWN for not responding; one set DOWN stays DOWN)
   HPC_LOCAL_CLUSTER_NAME    slurm.conf ClusterName (default hpclocal; lower-case letters,
                             digits)
   HPC_LOCAL_FIRST_JOB_ID    slurm.conf FirstJobId (default: 1013 x the port offset + 1)
@@ -250,6 +256,7 @@ validate_nodes() {
     [[ "${CGROUPS}" == yes || "${CGROUPS}" == no ]] || die "HPC_LOCAL_CGROUPS must be yes or no (got '${CGROUPS}')"
     [[ "${CLUSTER_NAME}" =~ ^[a-z][a-z0-9]{0,39}$ ]] || die "HPC_LOCAL_CLUSTER_NAME must be lower-case letters and digits (got '${CLUSTER_NAME}')"
     [[ "${FIRST_JOB_ID}" =~ ^[1-9][0-9]{0,8}$ ]] || die "HPC_LOCAL_FIRST_JOB_ID must be a positive integer (got '${FIRST_JOB_ID}')"
+    [[ "${RETURN_TO_SERVICE}" == 1 || "${RETURN_TO_SERVICE}" == 2 ]] || die "HPC_LOCAL_RETURN_TO_SERVICE must be 1 or 2 (got '${RETURN_TO_SERVICE}')"
     [[ "${PRIVATE_TMP}" == yes || "${PRIVATE_TMP}" == no ]] || die "HPC_LOCAL_PRIVATE_TMP must be yes or no (got '${PRIVATE_TMP}')"
     [[ "${NODE_DISK_PATH}" =~ ^/[A-Za-z0-9/._-]+$ && "${NODE_DISK_PATH}" != / ]] ||
         die "HPC_LOCAL_NODE_DISK_PATH must be an absolute path of letters, digits and / . _ - (got '${NODE_DISK_PATH}')"
@@ -402,9 +409,9 @@ install_helpers() {
 }
 
 write_settings() {
-    printf 'nodes=%s\nmax_array_size=%s\ngpus=%s\nprefix=%s\naccounting=%s\nnode_disks=%s\ncgroups=%s\nprivate_tmp=%s\ncluster_name=%s\nfirst_job_id=%s\n' "${NODES}" \
+    printf 'nodes=%s\nmax_array_size=%s\ngpus=%s\nprefix=%s\naccounting=%s\nnode_disks=%s\ncgroups=%s\nprivate_tmp=%s\ncluster_name=%s\nfirst_job_id=%s\nreturn_to_service=%s\n' "${NODES}" \
         "${MAX_ARRAY_SIZE}" "${GPU_MODE}" "$([[ -n "${SLURM_DEBS}" ]] && echo yes || echo no)" \
-        "${ACCOUNTING}" "$(node_disks_setting)" "${CGROUPS}" "${PRIVATE_TMP}" "${CLUSTER_NAME}" "${FIRST_JOB_ID}" >"${SETTINGS_FILE}"
+        "${ACCOUNTING}" "$(node_disks_setting)" "${CGROUPS}" "${PRIVATE_TMP}" "${CLUSTER_NAME}" "${FIRST_JOB_ID}" "${RETURN_TO_SERVICE}" >"${SETTINGS_FILE}"
 }
 
 # node_disks_setting: shared, or pernode:PATH (read by prolog.sh, task_prolog.sh, epilog.sh).
@@ -627,7 +634,7 @@ MaxJobCount=100000
 # the second one's rendezvous failed with EADDRINUSE).
 FirstJobId=${FIRST_JOB_ID}
 MaxArraySize=${MAX_ARRAY_SIZE}
-ReturnToService=2
+ReturnToService=${RETURN_TO_SERVICE}
 $(container_conf)
 Prolog=${ETC}/prolog.sh
 Epilog=${ETC}/epilog.sh
@@ -956,6 +963,7 @@ cmd_start() {
             "$(read_setting private_tmp)" == "${PRIVATE_TMP}" &&
             "$(setting_or cluster_name hpclocal)" == "${CLUSTER_NAME}" &&
             "$(setting_or first_job_id $((PORT_OFFSET * 1013 + 1)))" == "${FIRST_JOB_ID}" &&
+            "$(setting_or return_to_service 2)" == "${RETURN_TO_SERVICE}" &&
             "$(read_setting prefix)" == "$([[ -n "${SLURM_DEBS}" ]] && echo yes || echo no)" ]]; then
             log "already running (${NODES} nodes) in ${BASE}"
             print_env

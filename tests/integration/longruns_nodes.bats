@@ -11,7 +11,11 @@
 
 load ../helpers/cluster
 
-LONGRUN=(_longrun 800)
+# ReturnToService=1, as on many clusters: a node set DOWN stays DOWN until teardown resumes
+# it. With this suite's usual 2, slurmctld's next ping brought it back within seconds,
+# sometimes before the job's SIGTERM handler asked sinfo about it (the job then logged a
+# requeue from outside, not a node failure).
+LONGRUN=(_longrun 800 HPC_LOCAL_RETURN_TO_SERVICE=1)
 
 setup_file() {
   cluster_beside_start "${LONGRUN[@]}"
@@ -27,8 +31,7 @@ setup() {
 }
 
 teardown() {
-  # A node this test set DOWN goes back, whatever happened (this cluster's
-  # ReturnToService=2 may have brought it back already: resume only what is still down).
+  # A node this test set DOWN goes back, whatever happened (resume only what is still down).
   [[ -n ${DOWNED:-} ]] || return 0
   [[ $(as_admin sinfo -h -n "$DOWNED" -o %t | head -1) != *down* ]] ||
     as_admin scontrol update nodename="$DOWNED" state=resume

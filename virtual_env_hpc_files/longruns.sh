@@ -201,6 +201,7 @@ hpc_requeue_for_node() {
   local nodes=$1 target rq=0
   HPC_ATTEMPT_OUTCOME=$2 HPC_ATTEMPT_NODE=$1 HPC_ATTEMPT_WHY=$3 HPC_ATTEMPT_EXIT=-
   hpc_run_exit_hooks_now 0
+  ! hpc_results_lost_stop || exit "${HPC_EXIT_RESULTS_LOST:-74}" # (requeue.sh)
   target=$(hpc_job_target)
   hpc_log "requeueing job $target away from $nodes (not counted as one of --max-restarts)"
   HPC_REQUEUED=1

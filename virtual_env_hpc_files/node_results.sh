@@ -67,10 +67,14 @@ _hpc_node_results_keep() {
   kept=$HPC_EXP_DIR/.hpc_results_kept${HPC_TASK_SUBDIR-}/attempt_$((${SLURM_RESTART_COUNT:-0} + 1))/node_$SLURM_NODEID
   copy=(cp -a -- "$src/." "$kept/")
   command -v rsync >/dev/null && copy=(rsync -a -- "$src/" "$kept/")
+  local made=""
+  [[ -e $kept ]] || made=yes
   if out=$( (umask 077 && mkdir -p -- "$HPC_EXP_DIR/.hpc_results_kept") 2>&1 && mkdir -p -- "$kept" 2>&1 &&
     "$@" "${copy[@]}" 2>&1); then
     hpc_error "results of node ${SLURMD_NODENAME:-$SLURM_NODEID} are kept in $kept: a later attempt of the job, or a --rerun, copies them to $HPC_NODE_RESULTS_DEST"
   else
+    # (a part copy is no kept result: a later bring-back would take it for one)
+    [[ -z $made ]] || rm -rf -- "$kept"
     hpc_error "results of node ${SLURMD_NODENAME:-$SLURM_NODEID} could not be kept in $kept either (${out:0:500}): they are lost with the node's folder"
   fi
 }

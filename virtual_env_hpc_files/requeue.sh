@@ -490,6 +490,15 @@ _hpc_requeue_took() {
   fi
 }
 
+# hpc_results_lost_stop: after the exit hooks of an attempt about to be requeued: when its
+# results could be neither copied back nor kept (staging.sh), say that the job ends here and
+# how to go on, and return 0 (the caller ends the job with HPC_EXIT_RESULTS_LOST); else 1.
+hpc_results_lost_stop() {
+  [[ -n ${HPC_RESULTS_LOST:-} ]] || return 1
+  hpc_log "ERROR: not requeued: this attempt's results did not come back and could not be kept (above): the job ends here, exit code ${HPC_EXIT_RESULTS_LOST:-74}. Make room, then rerun this run (job_submitter.sh --rerun ${SLURM_ARRAY_JOB_ID:-${SLURM_JOB_ID:-JOB}}): it resumes from $HPC_CHECKPOINT_DIR"
+  return 0
+}
+
 # hpc_requeue_now RC RESTARTS: results back (the exit hooks), then scontrol requeue.
 hpc_requeue_now() {
   local rc=$1 restarts=$2 target
@@ -497,10 +506,7 @@ hpc_requeue_now() {
   [[ $HPC_SIGNALLED != preempt ]] || HPC_ATTEMPT_OUTCOME=preempted-requeued
   [[ $HPC_SIGNALLED != stall ]] || HPC_ATTEMPT_OUTCOME=stalled-requeued
   hpc_run_exit_hooks_now "$rc"
-  if [[ -n ${HPC_RESULTS_LOST:-} ]]; then # (staging.sh: neither copied back nor kept)
-    hpc_log "ERROR: not requeued: this attempt's results did not come back and could not be kept (above): the job ends here, exit code ${HPC_EXIT_RESULTS_LOST:-74}. Make room, then rerun this run (job_submitter.sh --rerun ${SLURM_ARRAY_JOB_ID:-${SLURM_JOB_ID:-JOB}}): it resumes from $HPC_CHECKPOINT_DIR"
-    return "${HPC_EXIT_RESULTS_LOST:-74}"
-  fi
+  ! hpc_results_lost_stop || return "${HPC_EXIT_RESULTS_LOST:-74}"
   target=$(hpc_job_target)
   if hpc_ckpt_has_files "$HPC_CHECKPOINT_DIR"; then
     hpc_log "requeueing job $target: restart $((restarts + 1)) of at most $HPC_MAX_RESTARTS; the next attempt resumes from $HPC_CHECKPOINT_DIR"

@@ -439,8 +439,10 @@ _hpc_results_kept_list_to() {
 _hpc_results_keep() {
   local kept=$1 requeue=$2 n=$((${SLURM_RESTART_COUNT:-0} + 1)) dir work rc=0
   [[ -n $(find "$HPC_RESULTS_DIR" -mindepth 1 ! -type d -print -quit 2>/dev/null) ]] || return 0
+  local made=""
   dir=$kept/attempt_$n
   [[ ! -e $dir ]] || dir=$kept/attempt_$n-${SLURM_JOB_ID:-x}
+  [[ -e $dir ]] || made=yes
   work=$(mktemp -d "${TMPDIR:-/tmp}/hpc_results.XXXXXX" 2>/dev/null) || work=""
   if [[ -z $work ]] || ! (umask 077 && mkdir -p -- "$kept") || ! mkdir -p -- "$dir" ||
     ! HPC_RESULTS_EARLY_COPY="" _hpc_results_copy "$HPC_RESULTS_DIR" "$dir" "$work" >/dev/null 2>&1; then
@@ -448,6 +450,8 @@ _hpc_results_keep() {
   fi
   [[ -z $work ]] || rm -rf -- "$work"
   if ((rc)); then
+    # (a part copy is no kept result: a later bring-back would take it for one)
+    [[ -z $made ]] || rm -rf -- "$dir"
     hpc_error "results: attempt $n's results could not be kept in $dir either: they are lost with the node's folder"
     return 1
   fi

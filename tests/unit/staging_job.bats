@@ -432,3 +432,50 @@ teardown() {
   [ "$(cat "$DEST/node_1/n1.txt")" = n1 ]
   [ ! -e "$kept" ]
 }
+
+# results_lost_job BODY: a job whose results can neither come back nor be kept (its whole
+# experiment folder, results and keeping place alike, a 64 KiB disk; 300 KB of results),
+# then BODY, with an scontrol that records a requeue.
+results_lost_job() {
+  local bin=$BATS_TEST_TMPDIR/stub
+  mkdir -p "$bin" "$scratch_dir/e"
+  printf '#!/bin/bash\n[[ $1 != requeue ]] || : >"%s/requeued"\nexit 0\n' "$BATS_TEST_TMPDIR" >"$bin/scontrol"
+  printf '#!/bin/bash\necho "RUNNING N/A 0"\n' >"$bin/squeue"
+  chmod +x "$bin"/*
+  mount -t tmpfs -o size=64k hpc_results_test "$scratch_dir/e"
+  MOUNTED=$scratch_dir/e
+  PATH=$bin:$PATH job 'head -c 300000 /dev/urandom >"$HPC_RESULTS_DIR/big.bin"; '"$1"
+  echo "$output"; echo "$stderr"
+}
+
+@test "a requeue after a warning whose results could be neither copied back nor kept does not happen: exit 74, how to go on (issue 32)" {
+  results_lost_job 'HPC_SIGNALLED=walltime; hpc_requeue_now 0 0'
+  [ "$status" -eq 74 ]
+  [ ! -e "$BATS_TEST_TMPDIR/requeued" ]
+  [[ $output$stderr == *"not requeued: this attempt's results did not come back and could not be kept"* ]]
+  [[ $output$stderr != *"are back in"* ]] # (a part copy in the keeping place is none)
+  [ ! -e "$scratch_dir/e/.hpc_results_kept/attempt_1" ]
+}
+
+@test "a requeue away from a lost node whose results could be neither copied back nor kept does not happen either: exit 74 (issue 32)" {
+  results_lost_job 'hpc_requeue_for_node nodeB node-failure ""'
+  [ "$status" -eq 74 ]
+  [ ! -e "$BATS_TEST_TMPDIR/requeued" ]
+  [[ $output$stderr == *"not requeued: this attempt's results did not come back and could not be kept"* ]]
+  [[ $output$stderr != *"are back in"* ]] # (a part copy in the keeping place is none)
+  [ ! -e "$scratch_dir/e/.hpc_results_kept/attempt_1" ]
+}
+
+@test "another node's results that can be neither copied back nor kept leave no part copy a later attempt would take for them (issue 32)" {
+  local node_tmp=$BATS_TEST_TMPDIR/node1tmp kept=$scratch_dir/e/.hpc_results_kept
+  mkdir -p "$node_tmp" "$scratch_dir/e"
+  mount -t tmpfs -o size=64k hpc_results_test "$scratch_dir/e"
+  MOUNTED=$scratch_dir/e
+  run --separate-stderr env SLURM_TMPDIR="$node_tmp" SLURM_NODEID=1 HPC_RESULTS_DEST="$DEST" \
+    HPC_RESULTS_DIR=x SLURM_RESTART_COUNT=0 bash -c 'source "$1/virtual_env_hpc_files/node_results.sh"
+      hpc_node_results_setup && head -c 300000 /dev/urandom >"$HPC_RESULTS_DIR/big.bin" && hpc_node_results_copy' _ "$REPO_ROOT"
+  echo "$output"; echo "$stderr"
+  [ "$status" -ne 0 ]
+  [[ $stderr == *"could not be kept in $kept/attempt_1/node_1 either"* ]]
+  [ ! -e "$kept/attempt_1/node_1" ]
+}

@@ -26,7 +26,7 @@ from hpc_toolkit.jobenv import JobEnv, JobEnvError
 from hpc_toolkit.kept import kept_lines, kept_paths
 from hpc_toolkit.packing import Packing, packing_of
 from hpc_toolkit.project_writes import shared_write_lines
-from hpc_toolkit.remote import RemoteOpt, forward, words
+from hpc_toolkit.remote import RemoteOpt, forward, host_for, words
 from hpc_toolkit.rerun import compress
 from hpc_toolkit.slurm import (
     FINISHED,
@@ -137,6 +137,7 @@ def status(
     scontrol show job: one call per source for all the jobs shown. Attempts (each time
     Slurm started the task, and how it ended) come from the job's own record.
     """
+    remote = host_for(remote)
     if remote:
         _no_scratch_dir(scratch_dir)
         opts = {"--exp-name": exp_name, "--last": last, "--summary": summary,
@@ -444,6 +445,7 @@ def logs(
     A packed job (--pack, --lines-per-job) also wrote one log per line: they follow its
     own log, and --line I shows line I's.
     """
+    remote = host_for(remote)
     if remote:
         _no_scratch_dir(scratch_dir)
         opts = {"--task": task_no, "--line": line_no, "--follow": follow, "--failed": failed,
@@ -578,6 +580,7 @@ def cancel(
     remote: RemoteOpt = None,
 ) -> None:
     """Cancel a submission: all its arrays, its venv job (or one JOB_TASK)."""
+    remote = host_for(remote)
     if remote:
         asked = f"Cancel {target} on {remote}?"
         if not yes and not (sys.stdin.isatty() and typer.confirm(asked, err=True)):
@@ -638,6 +641,7 @@ def why(
     remote: RemoteOpt = None,
 ) -> None:
     """Why a job waits, in words, and what to change (from scontrol show job)."""
+    remote = host_for(remote)
     if remote:
         _no_scratch_dir(scratch_dir)
         forward(remote, words("why", [target], {}))

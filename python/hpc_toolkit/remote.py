@@ -138,7 +138,8 @@ RemoteOpt = Annotated[
     typer.Option(
         "--remote",
         metavar="HOST",
-        help="Run it on HOST's login node over ssh, in the project's copy there.",
+        help="Run it on HOST's login node over ssh, in the project's copy there"
+        " (default: the profile's HPC_REMOTE; none: here).",
     ),
 ]
 
@@ -154,11 +155,21 @@ def words(command: str, args: Sequence[str | None], opts: Mapping[str, object]) 
     return out
 
 
+def host_for(given: str | None) -> str | None:
+    """Where to run: --remote HOST, else the HPC_REMOTE of the profile $HPC_CLUSTER names
+    (else generic), as job_submitter.sh decides; None (here) for `none` or no host."""
+    if given is None:
+        project = find_project_root(Path.cwd()) or Path.cwd()
+        given = profile_keys(project, os.environ).get("HPC_REMOTE")
+    return None if not given or given == "none" else given
+
+
 def forward(host: str, argv: Sequence[str], tty: bool = False) -> NoReturn:
-    """Run `hpc ARGV` on HOST's login node, and end with its exit code."""
+    """Run `hpc ARGV` on HOST's login node, and end with its exit code. The login node's
+    copy gets --remote none: its profile's HPC_REMOTE must not send it on again."""
     project = find_project_root(Path.cwd()) or Path.cwd()
     try:
-        rc = run_remote(host, project, argv, os.environ, tty)
+        rc = run_remote(host, project, [*argv, "--remote", "none"], os.environ, tty)
     except RemoteError as exc:
         die(str(exc))
     raise typer.Exit(rc)

@@ -218,6 +218,23 @@ accepted() { grep -c 'Accepted publickey' "$SSHD_DIR/sshd.log" || true; }
   [ "$status" -eq 0 ] || { echo "$stderr"; false; }
   [[ $output == *"# venv job (--setup-venv), submitted first"* ]]
   [[ $output == *"$(login_home)/$REMOTE_PROJECT/.venv"* ]]
+  # The profile's HPC_REMOTE: no --remote needed, for job_submitter.sh and hpc alike. The
+  # login node's copy has the same profile and must not send the command on again.
+  printf '\nHPC_REMOTE="login"\n' >>"$LPROJ/hpc_files/clusters/generic.conf"
+  printf 'python3 argv_dump.py two\n' >"$LPROJ/experiment_configurations.txt"
+  run --separate-stderr laptop bash hpc_files/job_submitter.sh --venv none --exp-name pr --time 5
+  [ "$status" -eq 0 ] || { echo "$stderr"; false; }
+  id=$(submitted_ids | tail -1)
+  wait_job "$id" 120 2
+  run --separate-stderr laptop_hpc status pr
+  [ "$status" -eq 0 ] || { echo "$stderr"; false; }
+  [[ $output == *"== pr  jobs $id"* && $output == *"COMPLETED 1"* ]]
+  run --separate-stderr laptop_hpc why pr
+  [ "$status" -eq 0 ] || { echo "$stderr"; false; }
+  # --remote none: here, where there is no Slurm (the laptop)
+  run --separate-stderr laptop_hpc status pr --remote none
+  [ "$status" -ne 0 ]
+  [[ $output$stderr != *"== pr  jobs $id"* ]]
 }
 
 @test "hpc cancel --remote cancels the submission on the login node (asks, unless --yes)" {

@@ -79,7 +79,8 @@ def test_the_login_nodes_exit_code_comes_back(
     sent = Path(f"{ssh}.args").read_text()
     assert "\nControlMaster=auto\n" in sent
     assert sent.endswith("\nlogin\nbash -lc " + sent.split("\nlogin\nbash -lc ", 1)[1])
-    assert sent.endswith("' hpc-remote '~/proj' logs 12_3 --lines 5\n")
+    # (--remote none: the login node's copy does not follow its profile's HPC_REMOTE again)
+    assert sent.endswith("' hpc-remote '~/proj' logs 12_3 --lines 5 --remote none\n")
 
 
 @pytest.mark.parametrize("argv", [["cancel", "exp", "--remote", "h"]])
@@ -97,3 +98,34 @@ def test_bad_host_and_scratch_dir(runner: CliRunner, stub: Stub, tmp_path: Path)
     assert result.exit_code == 1 and "is not a host name" in result.stderr
     result = runner.invoke(app, ["status", "--remote", "h", "--scratch-dir", str(tmp_path)])
     assert result.exit_code == 2 and "--scratch-dir names a folder of this machine" in result.stderr
+
+
+def _profile_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project = tmp_path / "proj"
+    (project / "hpc_files" / "clusters").mkdir(parents=True)
+    (project / "hpc_files" / "clusters" / "far.conf").write_text('HPC_REMOTE="login"\n')
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("HPC_CLUSTER", "far")
+
+
+def test_the_profiles_remote_is_the_default(
+    runner: CliRunner, stub: Stub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _profile_project(tmp_path, monkeypatch)
+    ssh = stub("ssh", rc=0)
+    result = runner.invoke(app, ["status", "--last", "3"])
+    assert result.exit_code == 0, result.stderr
+    sent = Path(f"{ssh}.args").read_text()
+    assert "\nlogin\nbash -lc " in sent
+    assert sent.endswith("' hpc-remote '~/proj' status --last 3 --remote none\n")
+
+
+def test_remote_none_runs_here_whatever_the_profile_says(
+    runner: CliRunner, stub: Stub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _profile_project(tmp_path, monkeypatch)
+    ssh = stub("ssh", rc=0)
+    result = runner.invoke(app, ["status", "--remote", "none", "--scratch-dir", str(tmp_path)])
+    assert not Path(f"{ssh}.args").exists()
+    assert "cannot reach" not in result.stderr
+    assert "--scratch-dir names a folder of this machine" not in result.stderr

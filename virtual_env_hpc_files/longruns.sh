@@ -195,11 +195,49 @@ hpc_exclude_nodes() {
   return 1
 }
 
+# hpc_nodes_left_to VAR ADD: how many nodes of the job's partition(s) could still run it
+# once ADD (a comma list) is excluded too: not excluded already (squeue's %x), and not down,
+# drained, draining, failing or unresponsive. -1 when Slurm does not say (sinfo failed).
+hpc_nodes_left_to() {
+  local -n _left=$1
+  local add=$2 target have name state lines
+  local -A out=() seen=()
+  _left=-1
+  hpc_job_target_to target
+  have=$(squeue -h -j "$target" -o %x 2>/dev/null) || have=""
+  have=${have//[[:space:]]/}
+  [[ $have != "(null)" ]] || have=""
+  lines=$(scontrol show hostnames "${have:+$have,}$add" 2>/dev/null) || lines=${add//,/$'\n'}
+  for name in $lines; do out[$name]=1; done
+  lines=$(sinfo -h -N ${SLURM_JOB_PARTITION:+-p "$SLURM_JOB_PARTITION"} -o '%N %t' 2>/dev/null) || return 0
+  _left=0
+  while read -r name state; do
+    [[ -n $name && -z ${out[$name]:-} && -z ${seen[$name]:-} ]] || continue
+    seen[$name]=1
+    case $state in
+      *'*'* | down* | drain* | drng* | fail* | inval*) ;;
+      *) _left=$((_left + 1)) ;;
+    esac
+  done <<<"$lines"
+}
+
 # hpc_requeue_for_node NODES OUTCOME WHY: requeue this job away from NODES (preflight,
 # node failure): not one of --max-restarts. Does not return (Slurm ends this attempt).
+# When too few nodes would be left to run it, a failed preflight ends the job (exit 78:
+# excluded, it would wait for ever) and a node failure is requeued without the exclusion
+# (the job waits for its nodes to come back).
 hpc_requeue_for_node() {
-  local nodes=$1 target rq=0
+  local nodes=$1 target rq=0 left exclude=yes need=${HPC_NUM_NODES:-1}
   HPC_ATTEMPT_OUTCOME=$2 HPC_ATTEMPT_NODE=$1 HPC_ATTEMPT_WHY=$3 HPC_ATTEMPT_EXIT=-
+  hpc_nodes_left_to left "$nodes"
+  if ((left >= 0 && left < need)); then
+    if [[ $2 == preflight-failed ]]; then
+      hpc_error "preflight failed on $nodes, and only $left other node(s) of partition ${SLURM_JOB_PARTITION:-?} could run this $need-node job: not requeued (excluded, it would wait for ever). See the reasons above; fix the check (--preflight) or tell your admins about the nodes"
+      exit "$HPC_EXIT_PREFLIGHT"
+    fi
+    exclude=""
+    hpc_log "only $left other node(s) of partition ${SLURM_JOB_PARTITION:-?} could run this $need-node job: $nodes not excluded; the job waits for nodes to come back"
+  fi
   hpc_run_exit_hooks_now 0
   ! hpc_results_lost_stop || exit "${HPC_EXIT_RESULTS_LOST:-74}" # (requeue.sh)
   target=$(hpc_job_target)
@@ -211,7 +249,7 @@ hpc_requeue_for_node() {
     hpc_error "scontrol requeue $target failed (exit code $rq): the job ends here; submit again to resume"
     exit 1
   fi
-  hpc_exclude_nodes "$nodes"
+  [[ -z $exclude ]] || hpc_exclude_nodes "$nodes"
   sleep 300 &
   wait $! 2>/dev/null
   exit 0

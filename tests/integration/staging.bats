@@ -177,12 +177,15 @@ staged_everywhere() {
   cat "$log"
   [ "$(job_state "$JOB_ID")" = FAILED ]
   # The preflight finds it on every node before the program (issue 33): each node's own
-  # shortage reaches the log, the job tries other nodes, and ends FAILED when none has room
-  # (a step killed at the first failure could lose the other node's message).
+  # shortage reaches the log, the job tries the other nodes, and ends FAILED when none has
+  # room (a step killed at the first failure could lose the other node's message).
   local n
   for n in node1 node2; do
     grep -q "preflight failed on .*$n: local scratch $LAB/$n has .* free, --data needs 4.0 TiB" "$log"
   done
+  # Once the nodes left could not run it, the job ends rather than waiting for ever with
+  # every node excluded (seen: PENDING, BadConstraints, until the test gave up).
+  grep -q "only 0 other node(s) of partition .* could run this 2-node job: not requeued" "$log"
   ! grep -qx 'the program started' "$log" || false
   for n in node1 node2 node3 node4; do
     [ ! -e "$LAB/$n/hpc_job_${JOB_ID}_$n" ]

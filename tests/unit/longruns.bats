@@ -153,3 +153,41 @@ preflight() {
   [ "$status" -eq 1 ]
   [[ $(cat "$BATS_TEST_TMPDIR/pf/nodeA.fail") == "rendezvous cannot reach the first node's rendezvous port 127.0.0.1:1"* ]]
 }
+
+# nodes_left ADD [SQUEUE_EXCLUDED]: hpc_nodes_left_to against a stub cluster of node1..node4
+# in partition p (node4 drained), the job already excluding SQUEUE_EXCLUDED (as squeue's
+# %x gives it: a host list or "(null)").
+nodes_left() {
+  local bin=$BATS_TEST_TMPDIR/nl
+  mkdir -p "$bin"
+  printf '#!/bin/bash\n[[ " $* " == *" -p p "* ]] || exit 1\nprintf "node1 idle\\nnode2 alloc\\nnode3 mix\\nnode4 drain\\nnode5 down*\\n"\n' >"$bin/sinfo"
+  printf '#!/bin/bash\necho "%s"\n' "${2:-(null)}" >"$bin/squeue"
+  cat >"$bin/scontrol" <<'STUB'
+#!/bin/bash
+[[ $1 == show && $2 == hostnames ]] || exit 1
+IFS=, read -ra parts <<<"$3"
+for p in "${parts[@]}"; do
+  if [[ $p =~ ^(.*)\[([0-9]+)-([0-9]+)\]$ ]]; then
+    for ((i = BASH_REMATCH[2]; i <= BASH_REMATCH[3]; i++)); do echo "${BASH_REMATCH[1]}$i"; done
+  else
+    echo "$p"
+  fi
+done
+STUB
+  chmod +x "$bin"/*
+  run bash -c 'source "$1/virtual_env_hpc_files/job_runtime.sh" || exit 9
+    hpc_nodes_left_to n "$2"; echo "$n"' _ "$REPO_ROOT" "$1"
+}
+
+@test "nodes left to a job after excluding some: up nodes of its partition, not excluded before or now; -1 when Slurm does not say (issue 33)" {
+  export SLURM_JOB_ID=77 SLURM_JOB_PARTITION=p PATH=$BATS_TEST_TMPDIR/nl:$PATH
+  nodes_left node1
+  [ "$output" = 2 ]
+  nodes_left node1,node3
+  [ "$output" = 1 ]
+  nodes_left node3 'node[1-2]'
+  [ "$output" = 0 ]
+  export SLURM_JOB_PARTITION=q # (sinfo fails for it)
+  nodes_left node1
+  [ "$output" = -1 ]
+}

@@ -225,7 +225,7 @@ accepted() { grep -c 'Accepted publickey' "$SSHD_DIR/sshd.log" || true; }
   run --separate-stderr laptop bash hpc_files/job_submitter.sh --venv none --exp-name pr --time 5
   [ "$status" -eq 0 ] || { echo "$stderr"; false; }
   id=$(submitted_ids | tail -1)
-  wait_job "$id" 120 2
+  wait_job "$id" 120 1
   run --separate-stderr laptop_hpc status pr
   [ "$status" -eq 0 ] || { echo "$stderr"; false; }
   [[ $output == *"== pr  jobs $id"* && $output == *"COMPLETED 1"* ]]

@@ -62,7 +62,7 @@ setup() {
   # its --array line, the note that says so and the HPC_RERUN_OF export.
   [ "$(wc -l <"$LEDGER")" -eq $((before + 1)) ]
   local -a f
-  IFS=$'\t' read -r -a f < <(tail -1 "$LEDGER")
+  mapfile -t f < <(tail -1 "$LEDGER" | tr '\t' '\n') # (read -a would merge empty fields)
   [ "${f[1]}" = "$JOB_ID" ] && [ "${f[3]}" = 2 ] && [ "${f[9]}" = "$(head -1 "$LEDGER" | cut -f6)" ]
   run diff "$(head -1 "$LEDGER" | cut -f5)" "${f[4]}"
   [ "$(grep -c '^[<>] ' <<<"$output")" -eq 4 ]

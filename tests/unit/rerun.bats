@@ -83,11 +83,13 @@ five_submitted() {
   [ "$(grep -c '^[<>]' <<<"$output")" -eq 4 ]
   [[ $output == *'> #SBATCH --array="1,3"'* ]]
   [[ $output == *"> export HPC_RERUN_OF='five-"* ]]
-  # The ledger: the rerun's line, ten fields, rerun_of = the original's submission id.
+  # The ledger: the rerun's line, twelve fields, rerun_of = the original's submission id
+  # (one field a line: read -a would merge the empty ones, tabs being IFS whitespace).
   [ "$(wc -l <"$LEDGER")" -eq 2 ]
   local -a f
-  IFS=$'\t' read -r -a f < <(tail -1 "$LEDGER")
-  [ "${#f[@]}" -eq 10 ]
+  mapfile -t f < <(tail -1 "$LEDGER" | tr '\t' '\n')
+  [ "${#f[@]}" -eq 12 ] || { printf '%s\n' "${f[@]}"; false; }
+  [ "${f[11]}" = "${USER:-}" ]
   [ "${f[3]}" = 2 ] && [ "${f[4]}" = "$copy" ] && [ "${f[6]}" = job ] && [ "${f[7]}" = 0 ]
   [ "${f[9]}" = "$(head -1 "$LEDGER" | cut -f6)" ]
   [ "${f[8]}" = "$(head -1 "$LEDGER" | cut -f9)" ]

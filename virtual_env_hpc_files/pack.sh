@@ -256,7 +256,7 @@ _hpc_pack_ended() {
   took=$((SECONDS - HPC_PACK_PID_START[$1]))
   [[ $rc =~ ^[0-9]+$ ]] && ((rc <= 255)) || rc=255 # (a status bash lost: "unknown")
   unset "HPC_PACK_PID_LINE[$pid]" "HPC_PACK_PID_SLOT[$pid]" "HPC_PACK_PID_START[$pid]"
-  [[ -z ${HPC_PACK_WATCHDOG[i]:-} ]] || kill "${HPC_PACK_WATCHDOG[i]}" 2>/dev/null
+  hpc_watchdog_end "${HPC_PACK_WATCHDOG[i]:-}" # (requeue.sh)
   state=failed
   ((rc != 0)) || state="done"
   if [[ $HPC_SIGNALLED == cancel ]]; then

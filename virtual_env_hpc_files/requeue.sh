@@ -397,6 +397,18 @@ hpc_requeue_verdict_to() {
   fi
 }
 
+# hpc_watchdog_end PID: end a warning's watchdog (hpc_on_warning, pack.sh's per line) once
+# its program has ended, and wait for it. One that has just passed the warning on writes
+# its mark and log line first (its TERM trap waits for them): a program that took the
+# warning and exited at once is judged as warned, even on a node so loaded that the
+# watchdog had not marked it yet (seen: a packed line's checkpoint judged "finished").
+hpc_watchdog_end() {
+  [[ -n ${1:-} ]] || return 0
+  kill "$1" 2>/dev/null
+  wait "$1" 2>/dev/null
+  return 0
+}
+
 # hpc_after_command RC: once the program has ended. Returns the job's exit code, or does
 # not return at all when the job is requeued.
 hpc_after_command() {
@@ -407,7 +419,7 @@ hpc_after_command() {
     return
   fi
   [[ $HPC_SIGNALLED == walltime || $HPC_SIGNALLED == preempt ]] || return "$rc"
-  [[ -z $HPC_WATCHDOG_PID ]] || kill "$HPC_WATCHDOG_PID" 2>/dev/null
+  hpc_watchdog_end "$HPC_WATCHDOG_PID"
   [[ -z $HPC_ATTEMPT_DIR || ! -e $HPC_ATTEMPT_DIR/stopped ]] || stopped=1
   # Stopped, its main process ended on SIGTERM, but processes of its group that ignore
   # SIGTERM (DataLoader workers) would outlive it: the SIGKILL the watchdog had for them.

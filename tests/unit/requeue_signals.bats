@@ -267,6 +267,7 @@ signal.signal(signal.SIGUSR1, signal.SIG_DFL); open(sys.argv[1]+"/ready","w"); t
 # warned_job LINE: a job on one node (launcher none) whose batch shell gets the warning
 # 1 s after the program starts, with a 6 s grace period (no margin: the program gets 6 s).
 warned_job() {
+  local prelude=${2:-}
   printf '%s\n' "$1" >"$HPC_COMMANDS_FILE"
   export source_dir=$BATS_TEST_TMPDIR HPC_LAUNCHER=none HPC_SIGNAL_GRACE=6 HPC_REQUEUE_MARGIN=0
   export HPC_MAX_RESTARTS=10 HPC_REQUEUE=yes HPC_PREEMPT_WATCH=no
@@ -276,7 +277,31 @@ warned_job() {
   local when='sleep 1'
   # shellcheck disable=SC2016 # expanded in the job-side shell
   [[ $1 != *'$READY'* ]] || when='for _ in $(seq 600); do [ -e "$READY" ] && break; sleep 0.05; done'
-  run_job_side hpc_job_begin "($when; kill -USR1 \$\$) & hpc_run_command; exit \$?"
+  run_job_side hpc_job_begin "$prelude($when; kill -USR1 \$\$) & hpc_run_command; exit \$?"
+}
+
+# A watchdog that passes the warning on, then is descheduled before it marks the program as
+# warned (a loaded node): the batch shell must not judge the program before it has.
+SLOW_MARK='eval "orig_$(declare -f hpc_proc_warn_to)"; hpc_proc_warn_to() { orig_hpc_proc_warn_to "$@"; local r=$?; sleep 1.5; return $r; }; '
+
+@test "a program that takes the warning, saves and exits at once is judged as warned even when the watchdog marks it late: requeued, not finished" {
+  warned_job 'trap "echo saved >\"\$HPC_CHECKPOINT_DIR/ck\"; exit 0" USR1; touch "$READY"; while :; do sleep 0.1; done' "$SLOW_MARK"
+  echo "$output"
+  [ "$(cat "$scratch_dir/e/checkpoints/ck")" = saved ]
+  [[ $output != *"without taking the"* ]]
+  [[ $output == *"requeueing job 4242: restart 1 of at most 10"* ]]
+}
+
+@test "a packed line that takes the warning, saves and exits at once is judged as warned even when its watchdog marks it late: it resumes, not done" {
+  printf '%s\n' 'trap "echo saved >\"\$HPC_CHECKPOINT_DIR/ck\"; exit 0" USR1; touch "$READY"; while :; do sleep 0.1; done' >"$HPC_COMMANDS_FILE"
+  export source_dir=$BATS_TEST_TMPDIR HPC_LAUNCHER=none HPC_SIGNAL_GRACE=6 HPC_REQUEUE_MARGIN=0
+  export HPC_MAX_RESTARTS=10 HPC_REQUEUE=yes HPC_PREEMPT_WATCH=no READY=$BATS_TEST_TMPDIR/ready
+  export HPC_PACK=1 HPC_PACK_LINES=1 HPC_PACK_TOTAL=1 HPC_TASK_INDEX=0
+  run_job_side 'hpc_job_begin' "$SLOW_MARK"'(for _ in $(seq 600); do [ -e "$READY" ] && break; sleep 0.05; done; kill -USR1 $$) & hpc_run_command; exit $?'
+  echo "$output"
+  [ "$(cat "$scratch_dir/e/checkpoints/task_0/ck")" = saved ]
+  [[ $output != *"without taking the warning"* ]]
+  [[ $output == *"line 0 ended with exit code 0 after "*" s (requeue)"* ]]
 }
 
 @test "a warned program with no handler runs to the end of the grace period, is stopped, and is not requeued (124)" {

@@ -120,22 +120,30 @@ _hpc_start_keepers() {
 
 # _hpc_stop_keepers: SIGINT to the keeper step (SIGTERM would make slurmstepd log the step
 # as cancelled); wait until its tasks removed their folders. The signal goes again every
-# 3 s while they run (a keeper takes it twice harmlessly): CI on 26.05 once saw two jobs'
-# keepers run on for 120 s after it, one node's folder left behind.
+# 3 s while they run (a keeper takes it twice harmlessly). CI on 26.05 saw keepers run on
+# for 120 s after SIGINT, their folders left behind: from 10 s on, SIGTERM goes instead,
+# to the step and to its srun here (which passes it on to the tasks), and the log says
+# which signal ended them.
 _hpc_stop_keepers() {
-  local waited=0 limit=$((HPC_KEEPER_TIMEOUT * 10))
+  local waited=0 limit=$((HPC_KEEPER_TIMEOUT * 10)) sig=INT out said=""
   [[ -n $HPC_KEEPER_PID ]] || return 0
   while kill -0 "$HPC_KEEPER_PID" 2>/dev/null && ((waited++ < limit)); do
-    if ((waited % 30 == 1)) && [[ $HPC_KEEPER_STEP =~ ^[0-9]+$ ]]; then
-      scancel --signal=INT "${SLURM_JOB_ID:?}.$HPC_KEEPER_STEP" 2>/dev/null || true
+    if ((waited % 30 == 1)); then
+      ((waited < 100)) || sig=TERM
+      if [[ $HPC_KEEPER_STEP =~ ^[0-9]+$ ]]; then
+        out=$(scancel --signal="$sig" "${SLURM_JOB_ID:?}.$HPC_KEEPER_STEP" 2>&1) ||
+          [[ -n $said ]] || { said=1 && hpc_log "local scratch: scancel --signal=$sig of the keeper step $HPC_KEEPER_STEP failed: ${out:0:300}"; }
+      fi
+      [[ $sig != TERM ]] || kill -s TERM "$HPC_KEEPER_PID" 2>/dev/null
     fi
     sleep 0.1
   done
   exec {HPC_KEEPER_FD}<&-
   if kill -0 "$HPC_KEEPER_PID" 2>/dev/null; then
-    hpc_error "the per-node folder keepers did not end within $HPC_KEEPER_TIMEOUT s; Slurm stops them at the job's end"
+    hpc_error "the per-node folder keepers did not end within $HPC_KEEPER_TIMEOUT s (step ${HPC_KEEPER_STEP:-?}, SIGINT then SIGTERM); Slurm stops them at the job's end"
     return 1
   fi
+  [[ $sig == INT ]] || hpc_log "local scratch: the per-node folder keepers ended on SIGTERM after $((waited / 10)) s (SIGINT did not end them)"
   HPC_KEEPER_PID=""
 }
 

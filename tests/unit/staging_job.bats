@@ -479,3 +479,19 @@ results_lost_job() {
   [[ $stderr == *"could not be kept in $kept/attempt_1/node_1 either"* ]]
   [ ! -e "$kept/attempt_1/node_1" ]
 }
+
+@test "keepers that do not end on SIGINT get SIGTERM from 10 s on, to their step and their srun, and the log says which ended them" {
+  local bin=$BATS_TEST_TMPDIR/stub
+  mkdir -p "$bin"
+  printf '#!/bin/bash\necho "$*" >>"%s/scancel.log"\n' "$BATS_TEST_TMPDIR" >"$bin/scancel"
+  chmod +x "$bin/scancel"
+  # The keepers' srun: one that SIGINT does not end (as seen on 26.05), SIGTERM does.
+  PATH=$bin:$PATH run_job_side true 'exec {HPC_KEEPER_FD}< <(trap "" INT; exec sleep 60)
+    HPC_KEEPER_PID=$! HPC_KEEPER_STEP=5 HPC_KEEPER_TIMEOUT=30
+    _hpc_stop_keepers; echo "rc=$?"'
+  echo "$output"; echo "$stderr"
+  [[ $output == *"rc=0"* ]]
+  [[ $output == *"the per-node folder keepers ended on SIGTERM after 1"[0-9]" s (SIGINT did not end them)"* ]]
+  [ "$(sed -n 1p "$BATS_TEST_TMPDIR/scancel.log")" = "--signal=INT 4242.5" ]
+  grep -qx -- "--signal=TERM 4242.5" "$BATS_TEST_TMPDIR/scancel.log"
+}

@@ -246,6 +246,7 @@ hpc_run_command() {
     hpc_start_preempt_watch
     hpc_start_stall_watch # --stall-timeout (longruns.sh)
     "hpc_launch_$HPC_LAUNCHER" || rc=$?
+    hpc_program_ended # (requeue.sh: what escaped it ends, and writes no progress)
     hpc_stop_stall_watch
     # A node lost under the program: its failure is the node's (longruns.sh).
     ((rc == 0)) || [[ -n $HPC_SIGNALLED ]] || ! hpc_after_lost_node "$rc" || rc=$?

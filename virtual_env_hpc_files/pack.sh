@@ -209,6 +209,7 @@ _hpc_pack_line() {
   # The line's own variables, exported here (no env process per line; as NAME=VALUE
   # words: they change only this subshell's copies).
   local vars=("HPC_TASK_INDEX=$i" "HPC_CHECKPOINT_DIR=$HPC_EXP_DIR/checkpoints/task_$i" "HPC_PACK_SLOT=$s" "HPC_PACK_LOG=$log")
+  [[ -z ${HPC_PROGRAM_TOKEN:-} ]] || vars+=("HPC_PROGRAM_TOKEN=$HPC_PROGRAM_TOKEN.$i") # (proc_tree.sh)
   [[ -z ${HPC_RESULTS_DIR:-} ]] || vars+=("HPC_RESULTS_DIR=$HPC_RESULTS_DIR/task_$i")
   if [[ -n ${HPC_PACK_SLOT_GPUS[s]:-} ]]; then
     vars+=("CUDA_VISIBLE_DEVICES=${HPC_PACK_SLOT_GPUS[s]}")
@@ -256,6 +257,7 @@ _hpc_pack_ended() {
   took=$((SECONDS - HPC_PACK_PID_START[$1]))
   [[ $rc =~ ^[0-9]+$ ]] && ((rc <= 255)) || rc=255 # (a status bash lost: "unknown")
   unset "HPC_PACK_PID_LINE[$pid]" "HPC_PACK_PID_SLOT[$pid]" "HPC_PACK_PID_START[$pid]"
+  hpc_program_ended "$i"                       # (requeue.sh)
   hpc_watchdog_end "${HPC_PACK_WATCHDOG[i]:-}" # (requeue.sh)
   state=failed
   ((rc != 0)) || state="done"
@@ -264,7 +266,7 @@ _hpc_pack_ended() {
   elif ((${HPC_PACK_WARNED[i]:-0})); then
     [[ -z $HPC_ATTEMPT_DIR || ! -e $HPC_ATTEMPT_DIR/stopped.$i ]] || stopped=1
     local HPC_CHECKPOINT_DIR=$HPC_EXP_DIR/checkpoints/task_$i
-    ! hpc_checkpoint_written "" "${HPC_ATTEMPT_DIR:+$HPC_ATTEMPT_DIR/sums.$i}" || wrote=1
+    ! hpc_checkpoint_written "" "${HPC_ATTEMPT_DIR:+$HPC_ATTEMPT_DIR/sums.$i}" "${HPC_ATTEMPT_DIR:+$HPC_ATTEMPT_DIR/ended.$i}" || wrote=1
     hpc_took_warning "$i" || warned=0
     if ((wrote)) && [[ -n $HPC_ATTEMPT_DIR ]]; then
       hpc_ckpt_started_over_to file "$HPC_CHECKPOINT_DIR" "$HPC_ATTEMPT_DIR/before.$i" "$HPC_ATTEMPT_DIR/start"
@@ -322,6 +324,10 @@ hpc_pack_run() {
   HPC_PACK_TARGET=local-$$
   [[ -z ${SLURM_JOB_ID:-} ]] || HPC_PACK_TARGET=$(hpc_job_target)
   hpc_pack_shares
+  # What a line starts outside its process group ends with the line (hpc_program_ended),
+  # or with the attempt (proc_tree.sh).
+  hpc_escapees_token
+  [[ " ${HPC_EXIT_HOOKS[*]} " == *" hpc_escapees_end "* ]] || HPC_EXIT_HOOKS=(hpc_escapees_end "${HPC_EXIT_HOOKS[@]}")
   for i in "${HPC_PACK_ORDER[@]}"; do
     _hpc_pack_ended_here "$i" || todo+=("$i")
   done

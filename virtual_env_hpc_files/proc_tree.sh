@@ -161,6 +161,8 @@ hpc_proc_warn_loop() {
 # writing into $HPC_CHECKPOINT_DIR). The program starts with HPC_PROGRAM_TOKEN, a random
 # word of this attempt, in its environment, which every process it starts inherits: at the
 # program's end, this user's processes that still hold it are ended (hpc_escapees_end).
+# A packed line's program holds the attempt's token and ".LINE" (pack.sh): the line's own
+# are ended when the line ends, and the attempt's match every line's.
 
 # hpc_escapees_token: HPC_PROGRAM_TOKEN, made once per attempt (not exported here: only the
 # program gets it, hpc_spawn_command).
@@ -177,10 +179,11 @@ hpc_escapees_token() {
 }
 
 # hpc_escapees_to ARRAY: this user's processes whose environment holds this attempt's
-# HPC_PROGRAM_TOKEN, but this shell. No fork per process: /proc read by bash.
+# HPC_PROGRAM_TOKEN (or it and ".LINE"), but this shell. No fork per process: /proc read
+# by bash.
 hpc_escapees_to() {
   local -n _esc=$1
-  local env_file pid want=$'\n'"HPC_PROGRAM_TOKEN=${HPC_PROGRAM_TOKEN:-}"$'\n' IFS=$'\n'
+  local env_file pid want=$'\n'"HPC_PROGRAM_TOKEN=${HPC_PROGRAM_TOKEN:-}" IFS=$'\n' all
   local -a envs
   _esc=()
   [[ -n ${HPC_PROGRAM_TOKEN:-} ]] || return 0
@@ -192,14 +195,15 @@ hpc_escapees_to() {
     { mapfile -d '' envs <"$env_file"; } 2>/dev/null || continue
     # One match over the whole environment, not a test per variable: a machine where the
     # user runs hundreds of processes made this scan most of a short task's end.
-    [[ $'\n'"${envs[*]}"$'\n' != *"$want"* ]] || _esc+=("$pid")
+    all=$'\n'"${envs[*]}"$'\n'
+    [[ $all != *"$want"$'\n'* && $all != *"$want".* ]] || _esc+=("$pid")
   done
 }
 
-# hpc_escapees_end: exit hook (first of all: before the results are copied): end the
-# processes the program started that still run now that it has ended (TERM, then KILL
-# 2 s later), saying which. Run once the program has ended: its own process group has been
-# ended by then, so what is left escaped it.
+# hpc_escapees_end [PREFIX]: end the processes the program started that still run now
+# that it has ended (TERM, then KILL 2 s later), saying which (PREFIX before the log line:
+# "line I: "). Run once the program has ended (hpc_program_ended), and as the first exit
+# hook: its own process group has been ended by then, so what is left escaped it.
 hpc_escapees_end() {
   local -a pids
   local pid comm list="" waited
@@ -211,7 +215,7 @@ hpc_escapees_end() {
     list+="${list:+, }$pid (${comm:0:60})"
     kill -TERM "$pid" 2>/dev/null
   done
-  hpc_log "processes the program started outside its process group still ran when it ended: $list: ended now (they end with the attempt; docs/requeue.md)"
+  hpc_log "${1:-}processes the program started outside its process group still ran when it ended: $list: ended now (they end with the attempt; docs/requeue.md)"
   for ((waited = 0; waited < 20; waited++)); do
     hpc_escapees_to pids
     ((${#pids[@]})) || return 0

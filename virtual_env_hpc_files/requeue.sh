@@ -348,19 +348,39 @@ hpc_ckpt_appended() {
   return 1
 }
 
-# hpc_checkpoint_written [SINCE_FILE [SUMS]]: true when a file in $HPC_CHECKPOINT_DIR (any
-# depth) was written during this attempt (or since SINCE_FILE): not empty, newer than its
-# start, not a temporary (*.tmp, *.part), not the toolkit's own (.hpc_run: runs.sh), not
-# one the attempt only appended to (hpc_ckpt_appended, against SUMS, default
-# $HPC_ATTEMPT_DIR/sums). HPC_CKPT_APPENDED lists the appended files it passed over.
+# hpc_program_ended [LINE]: the program (packed line LINE) has just ended: mark when
+# ($HPC_ATTEMPT_DIR/ended[.LINE]), then end the processes it started outside its process
+# group (proc_tree.sh). What is written after the mark is not the attempt's progress: a
+# daemon the program left behind wrote into $HPC_CHECKPOINT_DIR until the attempt was
+# judged, and the job was requeued for it to the restart limit (issue 32).
+hpc_program_ended() {
+  [[ -z ${HPC_ATTEMPT_DIR:-} ]] || : >"$HPC_ATTEMPT_DIR/ended${1:+.$1}" 2>/dev/null
+  if [[ -n ${1:-} ]]; then
+    local HPC_PROGRAM_TOKEN=${HPC_PROGRAM_TOKEN:-}.$1
+    [[ $HPC_PROGRAM_TOKEN == .* ]] || hpc_escapees_end "line $1: "
+  else
+    hpc_escapees_end
+  fi
+  return 0
+}
+
+# hpc_checkpoint_written [SINCE_FILE [SUMS [UNTIL_FILE]]]: true when a file in
+# $HPC_CHECKPOINT_DIR (any depth) was written during this attempt (or since SINCE_FILE)
+# while its program ran (up to UNTIL_FILE, default $HPC_ATTEMPT_DIR/ended when there:
+# hpc_program_ended): not empty, newer than its start, not a temporary (*.tmp, *.part),
+# not the toolkit's own (.hpc_run: runs.sh), not one the attempt only appended to
+# (hpc_ckpt_appended, against SUMS, default $HPC_ATTEMPT_DIR/sums). HPC_CKPT_APPENDED
+# lists the appended files it passed over.
 hpc_checkpoint_written() {
   local since=${1:-$HPC_ATTEMPT_DIR/start} sums=${2:-$HPC_ATTEMPT_DIR/sums} f
+  local until=${3:-$HPC_ATTEMPT_DIR/ended} upto=()
   HPC_CKPT_APPENDED=()
   [[ -n $HPC_ATTEMPT_DIR && -e $since && -d $HPC_CHECKPOINT_DIR ]] || return 1
+  [[ ! -e $until ]] || upto=('!' -newer "$until")
   while IFS= read -r -d '' f; do
     hpc_ckpt_appended "$f" "$sums" || return 0
     HPC_CKPT_APPENDED+=("${f#"$HPC_CHECKPOINT_DIR"/}")
-  done < <(find "$HPC_CHECKPOINT_DIR" "${HPC_CKPT_FILE_TESTS[@]}" -newer "$since" -print0 2>/dev/null)
+  done < <(find "$HPC_CHECKPOINT_DIR" "${HPC_CKPT_FILE_TESTS[@]}" -newer "$since" "${upto[@]}" -print0 2>/dev/null)
   return 1
 }
 

@@ -427,3 +427,40 @@ STUB
   # No empty line where the log already was at a line's start.
   [ "$(grep -c '^$' "$log")" -eq 0 ]
 }
+
+# A program that starts a daemon outside its process group (setsid) and takes the warning
+# without saving: the daemon writes into $HPC_CHECKPOINT_DIR every 20 ms once the program
+# has ended. SLOW_JUDGE: the batch shell is slow to judge the attempt (a loaded node).
+DAEMON_LINE='p=$$; setsid bash -c "while kill -0 $p 2>/dev/null; do sleep 0.02; done; while :; do date +%N >\"\$HPC_CHECKPOINT_DIR/daemon.txt\"; sleep 0.02; done" </dev/null >/dev/null 2>&1 & trap "exit 0" USR1; touch "$READY"; while :; do sleep 0.1; done'
+SLOW_JUDGE='eval "orig_$(declare -f hpc_watchdog_end)"; hpc_watchdog_end() { orig_hpc_watchdog_end "$@"; sleep 0.5; }; '
+
+# daemon_gone FILE: nothing writes FILE any more (the daemon is not left running).
+daemon_gone() {
+  [[ -e $1 ]] || return 0
+  local before
+  before=$(stat -c %Y.%y "$1")
+  sleep 0.3
+  [ "$(stat -c %Y.%y "$1")" = "$before" ] || { echo "the daemon still writes $1"; return 1; }
+}
+
+@test "writes of a daemon the program started outside its group, after the program ended, are no progress: it is ended first, not requeued (124) (issue 32)" {
+  warned_job "$DAEMON_LINE" "$SLOW_JUDGE"
+  echo "$output"
+  [ "$status" -eq 124 ]
+  [[ $output == *"processes the program started outside its process group still ran when it ended: "*"): ended now"* ]]
+  [[ $output == *"took the warning and exited 0, but nothing in"* ]]
+  [[ $output != *requeueing* ]]
+  daemon_gone "$scratch_dir/e/checkpoints/daemon.txt"
+}
+
+@test "a packed line's daemon started outside its group is ended when the line ends, and its writes after that are no progress (issue 32)" {
+  printf '%s\n' "$DAEMON_LINE" >"$HPC_COMMANDS_FILE"
+  export source_dir=$BATS_TEST_TMPDIR HPC_LAUNCHER=none HPC_SIGNAL_GRACE=6 HPC_REQUEUE_MARGIN=0
+  export HPC_MAX_RESTARTS=10 HPC_REQUEUE=yes HPC_PREEMPT_WATCH=no READY=$BATS_TEST_TMPDIR/ready
+  export HPC_PACK=1 HPC_PACK_LINES=1 HPC_PACK_TOTAL=1 HPC_TASK_INDEX=0
+  run_job_side 'hpc_job_begin' "$SLOW_JUDGE"'(for _ in $(seq 600); do [ -e "$READY" ] && break; sleep 0.05; done; kill -USR1 $$) & hpc_run_command; exit $?'
+  echo "$output"
+  [[ $output == *"line 0: processes the program started outside its process group still ran when it ended: "*"): ended now"* ]]
+  [[ $output == *"line 0 ended with exit code 124 after "*" s (failed)"* ]]
+  daemon_gone "$scratch_dir/e/checkpoints/task_0/daemon.txt"
+}

@@ -32,6 +32,7 @@ HPC_ATTEMPT_NODE="" HPC_ATTEMPT_WHY="" HPC_ATTEMPT_EXIT=""
 # the folders of the heartbeats and the program's pids in the attempt's folder.
 hpc_longruns_begin() {
   local n
+  _hpc_attempt_before_unended
   _hpc_attempts_with_outcome_to n 'preflight-failed|node-failure'
   HPC_EXCUSED_RESTARTS=$n
   ((n == 0)) || hpc_log "restarts: $n of this job's requeues were for a node (preflight, node failure), not the program's: --max-restarts does not count them"
@@ -397,6 +398,48 @@ _hpc_attempts_with_outcome_to() {
 }
 
 # --- a node lost under the job ------------------------------------------------------------
+
+# _hpc_attempt_before_unended: the attempt before this one has a "running" record and no
+# end: its batch shell never ended it. Its node died under it (nothing runs then, no trap:
+# Slurm requeued the job for NODE_FAIL), or the shell was killed with SIGKILL. Recorded
+# now, in the task's attempts file: a node failure of its node (runs.sh writes the node
+# into the "running" record) when Slurm says so (sacct: NODE_FAIL; else sinfo: the node is
+# down now), never the program's failure and not one of --max-restarts; else "lost".
+_hpc_attempt_before_unended() {
+  local prev=${HPC_RESTART_COUNT:-0} file job line unended=0 start="" node="" target state
+  ((prev > 0)) || return 0
+  hpc_attempt_file_to file
+  [[ -n $file && -r $file ]] || return 0
+  _hpc_run_job_to job
+  while IFS= read -r line; do
+    [[ $line == "attempt=$prev job=$job "* ]] || continue
+    unended=0
+    [[ $line == *" outcome=running "* ]] || continue
+    unended=1
+    [[ $line =~ \ start=([0-9]+) ]] && start=${BASH_REMATCH[1]}
+    node=""
+    [[ ! $line =~ \ node=([A-Za-z0-9][A-Za-z0-9._,-]*) ]] || node=${BASH_REMATCH[1]}
+  done <"$file" 2>/dev/null
+  ((unended)) || return 0
+  local gone=0
+  hpc_job_target_to target
+  # sacct lists each attempt of a requeued job (-D); the last line is this one.
+  state=$(sacct -j "$target" -D -X -n -P -o State 2>/dev/null | tail -2 | head -1)
+  if [[ $state == NODE_FAIL* ]]; then
+    gone=1
+  elif [[ -n $node ]]; then
+    state=$(sinfo -h -n "$node" -o %t 2>/dev/null | head -1)
+    case $state in down* | fail* | *'*' | unk* | drain*) gone=1 ;; esac
+  fi
+  local HPC_RESTART_COUNT=$((prev - 1)) HPC_ATTEMPT_STARTED=${start:-} HPC_ATTEMPT_NODE=$node HPC_ATTEMPT_WHY=""
+  if ((gone)); then
+    hpc_log "attempt $prev ended with no word from its batch shell: node failure (${node:-its node}): not the program's failure, and not counted as one of --max-restarts"
+    hpc_attempt_record node-failure -
+  else
+    hpc_log "attempt $prev ended with no word from its batch shell (killed with SIGKILL, or its node was lost${node:+: $node}); recorded as lost"
+    hpc_attempt_record lost -
+  fi
+}
 
 # hpc_lost_nodes_to VAR: the job's nodes that Slurm shows DOWN, FAIL or not responding now
 # (a comma list; "" when none, or outside Slurm).

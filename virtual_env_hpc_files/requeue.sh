@@ -292,6 +292,10 @@ hpc_attempt_begin() {
   [[ -z ${SLURM_JOB_ID:-} ]] || hpc_job_target_to dir
   dir=$HPC_EXP_DIR/.hpc_attempt/$dir
   HPC_LAST_EXIT_HOOKS=(hpc_attempt_end_record "${HPC_LAST_EXIT_HOOKS[@]}")
+  # (its node: the next attempt names it, should this one end with no word: longruns.sh)
+  local HPC_ATTEMPT_NODE
+  hpc_node_name_to HPC_ATTEMPT_NODE
+  [[ $HPC_ATTEMPT_NODE =~ ^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$ ]] || HPC_ATTEMPT_NODE=""
   hpc_attempt_record running -
   # (an earlier attempt's folder is there only if it could not remove it: no rm otherwise)
   if ! { { [[ ! -e $dir && ! -L $dir ]] || rm -rf -- "$dir"; } && mkdir -p -- "$dir" && : >"$dir/start"; }; then

@@ -4,7 +4,9 @@ The job side (virtual_env_hpc_files/runs.sh) appends one line per event to
 `<commands file less .commands>.attempts/T` (T: the task's number in the submission):
 `attempt=A job=J start=EPOCH end=EPOCH|- outcome=O exit=E|- [node=NODES] [why=WORD]`,
 "running" when an attempt starts and its outcome when it ends; node= and why= name the
-node(s) a preflight failed on (and the check) or the node lost under the attempt. sacct
+node(s) a preflight failed on (and the check) or the node lost under the attempt; on a
+"running" line, node= is the batch shell's node (the next attempt records a node failure
+there when the attempt ended with no word: longruns.sh). sacct
 shows only a job's last attempt; this file shows them all. A --rerun's jobs run the same
 lines and append to the same files. Standard library only.
 """
@@ -73,6 +75,8 @@ class Attempt:
                 text += f": {PREFLIGHT_CHECKS.get(self.why, self.why)}"
         elif self.outcome == "node-failure" and self.node:
             text += f" ({self.node})"
+        elif self.outcome == "lost" and self.node:
+            text += f" on {self.node}"
         return text + (f" (exit {self.exit_code})" if self.exit_code not in ("-", "0") else "")
 
     def to_dict(self) -> dict[str, object]:

@@ -27,14 +27,38 @@ teardown_file() {
 
 setup() {
   integration_setup proj
-  DOWNED=""
+  DOWNED="" FROZEN_SLURMD=""
 }
 
 teardown() {
-  # A node this test set DOWN goes back, whatever happened (resume only what is still down).
+  # A slurmd this test froze goes on (kill_node), and a node it set DOWN goes back,
+  # whatever happened (resume only what is still down).
+  [[ -z ${FROZEN_SLURMD:-} ]] || kill -CONT "$FROZEN_SLURMD" 2>/dev/null || true
   [[ -n ${DOWNED:-} ]] || return 0
   [[ $(as_admin sinfo -h -n "$DOWNED" -o %t | head -1) != *down* ]] ||
     as_admin scontrol update nodename="$DOWNED" state=resume
+}
+
+# kill_node NODE JOB: NODE dies under JOB as a machine does, with no signal to anything:
+# its slurmd is frozen (it reports nothing more), every process of JOB there is frozen and
+# then killed with SIGKILL (its batch shell too: no trap runs), and NODE is set DOWN, as
+# slurmctld does to a node that stopped answering (without waiting its SlurmdTimeout).
+kill_node() {
+  local node=$1 job=$2 pids=() kids=() p
+  FROZEN_SLURMD=$(cat "$HPC_LOCAL_CLUSTER_DIR/run/slurmd-$node.pid")
+  kill -STOP "$FROZEN_SLURMD"
+  # The job's step daemons on this host (only NODE runs the job) and all below them.
+  mapfile -t pids < <(pgrep -f "^slurmstepd: \[$job\.")
+  ((${#pids[@]})) || { echo "no slurmstepd of job $job" >&2; return 1; }
+  while :; do
+    kill -STOP "${pids[@]}" 2>/dev/null || true
+    mapfile -t kids < <(for p in "${pids[@]}"; do pgrep -P "$p"; done | sort -u |
+      comm -13 <(printf '%s\n' "${pids[@]}" | sort -u) -)
+    ((${#kids[@]})) || break
+    pids+=("${kids[@]}")
+  done
+  kill -KILL "${pids[@]}" 2>/dev/null || true
+  as_admin scontrol update nodename="$node" state=down reason=longruns_test_dead
 }
 
 # nodes_of_attempts LOG: the node list of each attempt, in order, from the log's headers.
@@ -116,6 +140,36 @@ EOF
   ! grep -q "ran on $DOWNED\|resumed from step-7 on $DOWNED" "$log" || false
   ! grep -q 'failed first' "$log" || false
   run --separate-stderr hpc status down
+  echo "$output"
+  [[ $output == *"2: node failure ($DOWNED), finished"* ]]
+}
+
+@test "the batch node dies under a running job (no signal reaches it): the next attempt records a node failure of it, resumes, and it is no restart of the program's" {
+  cat >"$PROJECT/one.sh" <<'EOF'
+if [ "$HPC_RESUMING" = 1 ]; then
+  echo "resumed from $(cat "$HPC_CHECKPOINT_DIR/ckpt") on $SLURMD_NODENAME"
+  exit 0
+fi
+echo step-7 >"$HPC_CHECKPOINT_DIR/ckpt"
+echo "$SLURMD_NODENAME" >"$HOME/up.0"
+sleep 300
+EOF
+  printf 'bash one.sh\n' >"$PROJECT/experiment_configurations.txt"
+  submit --exp-name dead --time 10
+  wait_file "$HOME/up.0" 120
+  DOWNED=$(cat "$HOME/up.0")
+  kill_node "$DOWNED" "$JOB_ID"
+  wait_job "$JOB_ID" 240
+  local log
+  log=$(job_log "$JOB_ID" dead)
+  cat "$log"
+  attempts "$JOB_ID"
+  [ "$(attempts "$JOB_ID" | tail -1)" = "COMPLETED|0:0" ]
+  grep -q "attempt 1 ended with no word from its batch shell: node failure ($DOWNED)" "$log"
+  grep -q "restarts: 1 of this job's requeues were for a node" "$log"
+  grep -q "resumed from step-7 on" "$log"
+  ! grep -q "resumed from step-7 on $DOWNED" "$log" || false
+  run --separate-stderr hpc status dead
   echo "$output"
   [[ $output == *"2: node failure ($DOWNED), finished"* ]]
 }

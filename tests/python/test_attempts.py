@@ -51,3 +51,25 @@ def test_a_hostile_node_field_is_skipped(tmp_path: Path) -> None:
         "attempt=1 job=9 start=10 end=20 outcome=node-failure exit=0 node=n1 why=Bad Words",
     )
     assert read_attempts(path) == []
+
+
+def test_an_attempt_that_ended_with_no_word_shows_its_node(tmp_path: Path) -> None:
+    # The job side writes the batch shell's node on the "running" line; when the attempt
+    # never ended it (its node died), the next attempt records it, else it shows as lost.
+    path = _file(
+        tmp_path,
+        "attempt=1 job=5 start=10 end=- outcome=running exit=- node=node1",
+        "attempt=2 job=5 start=30 end=- outcome=running exit=- node=node2",
+        "attempt=1 job=5 start=10 end=30 outcome=node-failure exit=- node=node1",
+        "attempt=2 job=5 start=30 end=40 outcome=finished exit=0",
+    )
+    assert attempts_summary(read_attempts(path)) == "2: node failure (node1), finished"
+    lost = _file(
+        tmp_path,
+        "attempt=1 job=6 start=10 end=- outcome=running exit=- node=node1",
+        "attempt=2 job=6 start=30 end=- outcome=running exit=- node=node2",
+    )
+    assert [a.describe() for a in read_attempts(lost)] == [
+        "ended with no record (killed?) on node1",
+        "running",
+    ]

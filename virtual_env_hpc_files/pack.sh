@@ -191,6 +191,42 @@ _hpc_pack_start() {
   # (a line's `kill -9 0`, the OOM killer) with the job's source text, in the job log.
   _hpc_pack_line "$i" "$s" "$what" "$log" "$refused" </dev/null &
   HPC_PACK_PID_LINE[$!]=$i HPC_PACK_PID_SLOT[$!]=$s HPC_PACK_PID_START[$!]=$SECONDS
+  ((refused)) || _hpc_pack_stall_watch "$i" "$!" "$log"
+}
+
+# _hpc_pack_stall_watch I PID LOG: --stall-timeout for line I, running as PID (its process
+# group) and writing LOG: a watch of its own (stall_watch.sh's line mode), which stops the
+# line on a stall; _hpc_pack_ended judges it.
+_hpc_pack_stall_watch() {
+  local i=$1 pid=$2 log=$3 node
+  HPC_PACK_STALL_WATCH[i]=""
+  ((${HPC_STALL_TIMEOUT_S:-0} > 0)) && [[ -n ${HPC_ATTEMPT_DIR:-} ]] || return 0
+  hpc_node_name_to node
+  # (the line's own folder of pids: the watch shows where its processes are)
+  { mkdir -p -- "$HPC_ATTEMPT_DIR/pids.$i" && printf 'line %s\n' "$i" >"$HPC_ATTEMPT_DIR/pids.$i/$node.$pid"; } 2>/dev/null
+  HPC_STALL_LINE=$i HPC_STALL_LOG=$log HPC_CHECKPOINT_DIR=$HPC_EXP_DIR/checkpoints/task_$i \
+    HPC_RESULTS_DIR=${HPC_RESULTS_DIR:+$HPC_RESULTS_DIR/task_$i} \
+    bash "$HPC_RUNTIME_DIR/stall_watch.sh" "$node" "$pid" "$HPC_PACK_TARGET" </dev/null &
+  HPC_PACK_STALL_WATCH[i]=$!
+}
+
+# _hpc_pack_stall_watches_end: exit hook: no line's watch outlives the batch shell.
+_hpc_pack_stall_watches_end() {
+  local i
+  for i in "${!HPC_PACK_STALL_WATCH[@]}"; do _hpc_pack_stall_watch_end "$i"; done
+  return 0
+}
+
+# _hpc_pack_stall_watch_end I: line I has ended: its watch ends too (at once: no results
+# copy waits on it).
+_hpc_pack_stall_watch_end() {
+  local pid=${HPC_PACK_STALL_WATCH[$1]:-}
+  [[ -n $pid ]] || return 0
+  HPC_PACK_STALL_WATCH[$1]=""
+  : >"$HPC_ATTEMPT_DIR/stall.stop.$1" 2>/dev/null
+  kill "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+  return 0
 }
 
 # _hpc_pack_line I SLOT WHAT LOG [REFUSED]: (a background subshell of the batch shell)
@@ -210,6 +246,12 @@ _hpc_pack_line() {
   # words: they change only this subshell's copies).
   local vars=("HPC_TASK_INDEX=$i" "HPC_CHECKPOINT_DIR=$HPC_EXP_DIR/checkpoints/task_$i" "HPC_PACK_SLOT=$s" "HPC_PACK_LOG=$log")
   [[ -z ${HPC_PROGRAM_TOKEN:-} ]] || vars+=("HPC_PROGRAM_TOKEN=$HPC_PROGRAM_TOKEN.$i") # (proc_tree.sh)
+  # The line's own $HPC_HEARTBEAT, which its stall watch looks at (stall_watch.sh).
+  if [[ -n ${HPC_ATTEMPT_DIR:-} ]] && mkdir -p -- "$HPC_ATTEMPT_DIR/heartbeat.$i" 2>/dev/null; then
+    local node
+    hpc_node_name_to node
+    vars+=("HPC_HEARTBEAT=$HPC_ATTEMPT_DIR/heartbeat.$i/$node.rank0")
+  fi
   [[ -z ${HPC_RESULTS_DIR:-} ]] || vars+=("HPC_RESULTS_DIR=$HPC_RESULTS_DIR/task_$i")
   if [[ -n ${HPC_PACK_SLOT_GPUS[s]:-} ]]; then
     vars+=("CUDA_VISIBLE_DEVICES=${HPC_PACK_SLOT_GPUS[s]}")
@@ -258,6 +300,7 @@ _hpc_pack_ended() {
   [[ $rc =~ ^[0-9]+$ ]] && ((rc <= 255)) || rc=255 # (a status bash lost: "unknown")
   unset "HPC_PACK_PID_LINE[$pid]" "HPC_PACK_PID_SLOT[$pid]" "HPC_PACK_PID_START[$pid]"
   hpc_program_ended "$i"                       # (requeue.sh)
+  _hpc_pack_stall_watch_end "$i"
   hpc_watchdog_end "${HPC_PACK_WATCHDOG[i]:-}" # (requeue.sh)
   state=failed
   ((rc != 0)) || state="done"
@@ -291,11 +334,43 @@ _hpc_pack_ended() {
         ;;
       requeue) state=requeue HPC_PACK_PROGRESS=1 ;;
     esac
+  elif [[ -n $HPC_ATTEMPT_DIR && -d $HPC_ATTEMPT_DIR/stalled.$i ]]; then
+    _hpc_pack_stalled_to state rc "$i" "$rc"
   fi
   [[ $state != "done" && $state != failed ]] || HPC_PACK_PROGRESS=1
   HPC_PACK_STATE[i]=$state HPC_PACK_RC[i]=$rc
   _hpc_pack_state "$i" "$state" "$rc" "$took"
   hpc_log "line $i ended with exit code $rc after $took s ($state)"
+}
+
+# _hpc_pack_stalled_to STATE_VAR RC_VAR I RC: line I was stopped by its stall watch (it
+# exited RC): the progress rule, as for one program (longruns.sh's hpc_after_stall):
+# "requeue" (it resumes when the job is requeued, once every line has ended) when it wrote
+# a checkpoint during this attempt, else failed with HPC_EXIT_STALLED (75 at the limit).
+_hpc_pack_stalled_to() {
+  local -n _state=$1 _rc=$2
+  local i=$3 code=$4 wrote=0 over=0 file="" verdict
+  local HPC_CHECKPOINT_DIR=$HPC_EXP_DIR/checkpoints/task_$i
+  ! hpc_checkpoint_written "" "$HPC_ATTEMPT_DIR/sums.$i" "$HPC_ATTEMPT_DIR/ended.$i" || wrote=1
+  if ((wrote)); then
+    hpc_ckpt_started_over_to file "$HPC_CHECKPOINT_DIR" "$HPC_ATTEMPT_DIR/before.$i" "$HPC_ATTEMPT_DIR/start"
+    [[ -z $file ]] || over=1
+  fi
+  hpc_requeue_verdict_to verdict "${HPC_REQUEUE:-yes}" "$code" 1 "$wrote" "$HPC_RESTART_COUNT" "$HPC_MAX_RESTARTS" 1 "$over"
+  _state=failed _rc=$HPC_EXIT_STALLED
+  case $verdict in
+    requeue)
+      hpc_log "line $i: stalled, and it wrote a checkpoint during this attempt: it resumes when the job is requeued"
+      _state=requeue _rc=$code HPC_PACK_PROGRESS=1 HPC_PACK_STALLED=1
+      ;;
+    limit)
+      hpc_log "line $i: stalled: restart limit reached ($HPC_RESTART_COUNT of --max-restarts $HPC_MAX_RESTARTS): not resumed; its checkpoint is in $HPC_CHECKPOINT_DIR"
+      _rc=$HPC_EXIT_RESTART_LIMIT
+      ;;
+    off) hpc_log "line $i: stalled: not resumed (--no-requeue) (exit $HPC_EXIT_STALLED)" ;;
+    started-over) hpc_log "line $i: stalled, and it started over instead of resuming ($HPC_CHECKPOINT_DIR/$file written again): not resumed (exit $HPC_EXIT_STALLED)" ;;
+    *) hpc_log "line $i: stalled, and nothing in $HPC_CHECKPOINT_DIR was written during this attempt: not resumed (exit $HPC_EXIT_STALLED)" ;;
+  esac
 }
 
 # _hpc_pack_reaped_to PID_VAR RC_VAR: a line whose process bash has already reaped (it
@@ -321,6 +396,7 @@ hpc_pack_run() {
   local i s pid rc todo=() free=() warned=0 restarts=$HPC_RESTART_COUNT
   declare -gA HPC_PACK_PID_LINE=() HPC_PACK_PID_SLOT=() HPC_PACK_PID_START=()
   HPC_PACK_WATCHDOG=() HPC_PACK_WARNED=() HPC_PACK_STATE=() HPC_PACK_RC=() HPC_PACK_PROGRESS=0
+  HPC_PACK_STALL_WATCH=() HPC_PACK_STALLED=0
   HPC_PACK_TARGET=local-$$
   [[ -z ${SLURM_JOB_ID:-} ]] || HPC_PACK_TARGET=$(hpc_job_target)
   hpc_pack_shares
@@ -328,6 +404,7 @@ hpc_pack_run() {
   # or with the attempt (proc_tree.sh).
   hpc_escapees_token
   [[ " ${HPC_EXIT_HOOKS[*]} " == *" hpc_escapees_end "* ]] || HPC_EXIT_HOOKS=(hpc_escapees_end "${HPC_EXIT_HOOKS[@]}")
+  HPC_EXIT_HOOKS=(_hpc_pack_stall_watches_end "${HPC_EXIT_HOOKS[@]}")
   for i in "${HPC_PACK_ORDER[@]}"; do
     _hpc_pack_ended_here "$i" || todo+=("$i")
   done
@@ -385,10 +462,12 @@ _hpc_pack_finish() {
     [[ ${HPC_PACK_STATE[i]:-} != requeue ]] || left+=("$i")
   done
   left+=("$@")
-  if ((${#left[@]})) && [[ $HPC_SIGNALLED == walltime || $HPC_SIGNALLED == preempt ]]; then
+  # (A line stopped for a stall that wrote a checkpoint is left too, warned or not.)
+  if ((${#left[@]})) && [[ $HPC_SIGNALLED == walltime || $HPC_SIGNALLED == preempt || $HPC_PACK_STALLED == 1 ]]; then
     if [[ ${HPC_REQUEUE:-yes} == yes ]] && ((restarts < HPC_MAX_RESTARTS && HPC_PACK_PROGRESS)); then
       hpc_log "pack: line(s) ${left[*]} not finished: the job is requeued and reruns only them"
       [[ -z $HPC_WATCHDOG_PID ]] || kill "$HPC_WATCHDOG_PID" 2>/dev/null
+      [[ -n $HPC_SIGNALLED ]] || local HPC_SIGNALLED=stall # (the attempt's outcome: stalled-requeued)
       hpc_requeue_now "$rc" "$restarts"
       return
     fi

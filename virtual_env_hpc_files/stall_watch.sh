@@ -15,7 +15,11 @@
 # $HPC_ATTEMPT_DIR/stall.stop exists, or on SIGTERM. Settings from the environment:
 # HPC_STALL_TIMEOUT_S (seconds), HPC_STALL_TIMEOUT (as the user wrote it), HPC_STALL_LOG
 # (the job's log file, "" when it is not a file), HPC_ATTEMPT_DIR, HPC_CHECKPOINT_DIR,
-# HPC_RESULTS_DIR.
+# HPC_RESULTS_DIR, HPC_KILL_AFTER.
+# HPC_STALL_LINE=I: the watch of packed line I (pack.sh), on the batch node: BATCH_PID is
+# then the line's process (its process group); its files carry ".I" (stalled.I,
+# stall.stop.I, heartbeat.I/, pids.I/), and on a stall it stops the line itself (SIGTERM,
+# then SIGKILL HPC_KILL_AFTER seconds later); the batch shell judges the line when it ends.
 set -u
 batch_node=${1:?usage: stall_watch.sh BATCH_NODE BATCH_PID JOB}
 batch_pid=${2:?usage: stall_watch.sh BATCH_NODE BATCH_PID JOB}
@@ -27,7 +31,11 @@ source "${BASH_SOURCE[0]%/*}/proc_tree.sh"
 
 timeout_s=${HPC_STALL_TIMEOUT_S:?}
 attempt=${HPC_ATTEMPT_DIR:?}
-stop=$attempt/stall.stop claim=$attempt/stalled
+line=${HPC_STALL_LINE:-}
+[[ $line =~ ^[0-9]*$ ]] || exit 2
+sfx=${line:+.$line}
+stop=$attempt/stall.stop$sfx claim=$attempt/stalled$sfx
+beats=$attempt/heartbeat$sfx pids_dir=$attempt/pids$sfx
 hpc_node_name_to node
 
 # How often to look: a tenth of the timeout, between 1 and 10 s.
@@ -56,7 +64,7 @@ trap '' USR1 USR2 URG HUP
 progress() {
   [[ -n ${HPC_STALL_LOG:-} && $HPC_STALL_LOG -nt $ref ]] && return 0
   local dir
-  for dir in "$attempt/heartbeat" "${HPC_CHECKPOINT_DIR:-}" "$results"; do
+  for dir in "$beats" "${HPC_CHECKPOINT_DIR:-}" "$results"; do
     [[ -n $dir && -d $dir ]] || continue
     [[ -z $(find "$dir" -newer "$ref" ! -name '.hpc_*' -print -quit 2>/dev/null) ]] || return 0
   done
@@ -67,7 +75,7 @@ progress() {
 ranks_here_to() {
   local -n _r=$1
   local f rank list=()
-  for f in "$attempt/pids/$node".*; do
+  for f in "$pids_dir/$node".*; do
     [[ -f $f ]] || continue
     IFS= read -r rank <"$f" 2>/dev/null || continue
     list+=("${rank#rank }")
@@ -83,7 +91,8 @@ ranks_here_to() {
 who_to() {
   local -n _who=$1
   local oldest
-  oldest=$(find "$attempt/heartbeat" -type f -printf '%T@ %f\n' 2>/dev/null | sort -n | head -n 1)
+  [[ -z $line ]] || { _who="line $line on $node" && return 0; }
+  oldest=$(find "$beats" -type f -printf '%T@ %f\n' 2>/dev/null | sort -n | head -n 1)
   if [[ $oldest =~ ^([0-9]+)[0-9.]*\ (.+)\.rank([0-9]+)$ ]]; then
     local now
     printf -v now '%(%s)T' -1
@@ -101,7 +110,7 @@ dump() {
   local -a tree
   command -v py-spy >/dev/null && spy=$(command -v py-spy)
   local python_seen=0
-  for f in "$attempt/pids/$node".*; do
+  for f in "$pids_dir/$node".*; do
     [[ -f $f ]] || continue
     root=${f##*.}
     IFS= read -r rank <"$f" 2>/dev/null || rank="rank ?"
@@ -132,8 +141,29 @@ dump() {
   : >"$attempt/stalled.dumped.$node" 2>/dev/null
 }
 
-# notify: the batch shell stops the program (longruns.sh: hpc_on_usr2).
+# stop_line: a packed line's watch stops the line: SIGTERM to its process group, SIGKILL
+# HPC_KILL_AFTER seconds later if it is still there (the batch shell ends this watch once
+# the line has ended).
+stop_line() {
+  hpc_log "line $line: stalled: stopping it (SIGTERM)"
+  kill -s TERM -- "-$batch_pid" 2>/dev/null || return 0
+  local end=$((SECONDS + ${HPC_KILL_AFTER:-5}))
+  while ((SECONDS < end)); do
+    kill -0 -- "-$batch_pid" 2>/dev/null || return 0
+    sleep 0.2
+  done
+  hpc_log "line $line: stalled: it ignored SIGTERM for ${HPC_KILL_AFTER:-5} s: killing it (SIGKILL)"
+  kill -s KILL -- "-$batch_pid" 2>/dev/null
+  return 0
+}
+
+# notify: the batch shell stops the program (longruns.sh: hpc_on_usr2); a packed line's
+# watch stops its line itself.
 notify() {
+  if [[ -n $line ]]; then
+    stop_line
+    return 0
+  fi
   if [[ $node == "$batch_node" ]] && kill -0 "$batch_pid" 2>/dev/null; then
     kill -s USR2 "$batch_pid"
   else

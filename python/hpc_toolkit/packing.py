@@ -40,8 +40,10 @@ class Outcome:
         return self.state == "done"
 
     def describe(self) -> str:
-        """`failed, exit 3` / `running` / `done, exit 0`."""
-        return self.state + (f", exit {self.exit_code}" if self.exit_code != "-" else "")
+        """`failed, exit 3` / `running` / `done, exit 0` / `failed, exit 79 (stalled)`."""
+        text = self.state + (f", exit {self.exit_code}" if self.exit_code != "-" else "")
+        # 79: the line's stall watch stopped it and it had written no checkpoint (pack.sh)
+        return text + (" (stalled)" if self.state == "failed" and self.exit_code == "79" else "")
 
 
 @dataclass(frozen=True)

@@ -71,3 +71,29 @@ EOF
   [ "$(job_state "$JOB_ID")" = COMPLETED ]
   ! grep -q 'stall watch' "$(job_log "$JOB_ID" off)" || false
 }
+
+@test "a packed line that stalls after a checkpoint is stopped and resumes at the requeue; the other line ran once (issue 33)" {
+  cat >"$PROJECT/stall.sh" <<'EOF2'
+if [ -s "$HPC_CHECKPOINT_DIR/ckpt" ]; then
+  echo "resumed from $(cat "$HPC_CHECKPOINT_DIR/ckpt") on attempt $HPC_RESTART_COUNT"
+  exit 0
+fi
+echo step-10 >"$HPC_CHECKPOINT_DIR/ckpt"
+echo "saved; now hanging"
+sleep 600
+EOF2
+  printf 'bash stall.sh\necho "line 1 ran on attempt $HPC_RESTART_COUNT"\n' >"$PROJECT/experiment_configurations.txt"
+  submit --exp-name pst --time 10 --stall-timeout 10s --pack 2 --cpus 2
+  wait_job "$JOB_ID" 240
+  local log out=$SCRATCH/${PROJECT##*/}/hpc_outputs
+  log=$(job_log "$JOB_ID" pst 0)
+  cat "$log"
+  cat "$out/pst-$JOB_ID-line0.out" "$out/pst-$JOB_ID-line1.out"
+  [ "$(attempts "$JOB_ID")" = $'REQUEUED|0:0\nCOMPLETED|0:0' ]
+  grep -Eq 'stalled: no progress for 10s on line 0 on node[0-9]+' "$log"
+  grep -Eq '^    [0-9]+ [0-9]+ S [^ ]+: sleep 600' "$log"
+  grep -q 'line 0: stalled, and it wrote a checkpoint during this attempt: it resumes when the job is requeued' "$log"
+  grep -q 'resumed from step-10 on attempt 1' "$out/pst-$JOB_ID-line0.out"
+  [ "$(grep -c '^line 1 ran on attempt' "$out/pst-$JOB_ID-line1.out")" -eq 1 ]
+  grep -q 'pack: all 2 line(s) completed' "$log"
+}

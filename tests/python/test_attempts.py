@@ -73,3 +73,11 @@ def test_an_attempt_that_ended_with_no_word_shows_its_node(tmp_path: Path) -> No
         "ended with no record (killed?) on node1",
         "running",
     ]
+
+
+def test_a_packed_line_stopped_for_a_stall_says_so() -> None:
+    from hpc_toolkit.packing import Outcome
+
+    assert Outcome("failed", "79", "7").describe() == "failed, exit 79 (stalled)"
+    assert Outcome("failed", "3", "7").describe() == "failed, exit 3"
+    assert Outcome("requeue", "143", "7").describe() == "requeue, exit 143"

@@ -464,3 +464,37 @@ daemon_gone() {
   [[ $output == *"line 0 ended with exit code 124 after "*" s (failed)"* ]]
   daemon_gone "$scratch_dir/e/checkpoints/task_0/daemon.txt"
 }
+
+# packed_stall LINE0 LINE1: a packed job of two lines, two at once, with a 2 s stall watch.
+packed_stall() {
+  printf '%s\n' "$1" "$2" >"$HPC_COMMANDS_FILE"
+  export source_dir=$BATS_TEST_TMPDIR HPC_LAUNCHER=none HPC_SIGNAL_GRACE=6 HPC_REQUEUE_MARGIN=0
+  export HPC_MAX_RESTARTS=10 HPC_REQUEUE=yes HPC_PREEMPT_WATCH=no HPC_KILL_AFTER=1
+  export HPC_STALL_TIMEOUT_S=2 HPC_STALL_TIMEOUT=2s
+  export HPC_PACK=2 HPC_PACK_LINES=2 HPC_PACK_TOTAL=2 HPC_TASK_INDEX=0
+  run_job_side 'hpc_job_begin' 'hpc_run_command; exit $?'
+  echo "$output"
+}
+
+@test "a packed line that stalls after a checkpoint is shown, stopped and resumed at the requeue; the other line goes on (issue 33)" {
+  packed_stall 'echo step-3 >"$HPC_CHECKPOINT_DIR/ckpt"; echo saved; sleep 60' \
+    'for i in 1 2 3 4 5 6; do echo "tick $i"; sleep 1; done'
+  [[ $output == *"stalled: no progress for 2s on line 0 on "* ]]
+  [[ $output =~ \ [0-9]+\ [0-9]+\ S\ [^\ ]+:\ sleep\ 60 ]]
+  [[ $output == *"line 0: stalled, and it wrote a checkpoint during this attempt: it resumes when the job is requeued"* ]]
+  [[ $output == *"line 1 ended with exit code 0 after "*" s (done)"* ]]
+  [[ $output == *"line 0 ended with exit code 143 after "*" s (requeue)"* ]]
+  [[ $output == *"pack: line(s) 0 not finished: the job is requeued and reruns only them"* ]]
+  [[ $output == *"requeueing job 4242"* ]]
+  [[ $output != *"no progress for 2s on line 1"* ]]
+}
+
+@test "a packed line that stalls without a checkpoint fails with 79; the other line completes (issue 33)" {
+  packed_stall 'echo up; sleep 60' 'for i in 1 2 3 4 5 6; do echo "tick $i"; sleep 1; done'
+  [ "$status" -eq 79 ]
+  [[ $output == *"stalled: no progress for 2s on line 0 on "* ]]
+  [[ $output == *"line 0: stalled, and nothing in "*" was written during this attempt: not resumed (exit 79)"* ]]
+  [[ $output == *"line 0 ended with exit code 79 after "*" s (failed)"* ]]
+  [[ $output == *"line 1 ended with exit code 0 after "*" s (done)"* ]]
+  [[ $output != *requeueing* ]]
+}

@@ -97,7 +97,7 @@ hpc_stop_stall_watch() {
   [[ -n $HPC_STALL_WATCH_PID ]] || return 0
   local pid=$HPC_STALL_WATCH_PID i=0
   HPC_STALL_WATCH_PID=""
-  : >"$HPC_ATTEMPT_DIR/stall.stop" 2>/dev/null
+  { : >"$HPC_ATTEMPT_DIR/stall.stop"; } 2>/dev/null
   [[ $HPC_STALL_WATCH_STEP == yes ]] || i=30
   for ((; i < 30; i++)); do
     kill -0 "$pid" 2>/dev/null || break
@@ -132,7 +132,7 @@ hpc_on_stall() {
     while marks=("$HPC_ATTEMPT_DIR"/stalled.dumped.*) && ((${#marks[@]} < watches && SECONDS < end)); do
       sleep 0.2
     done
-    : >"$HPC_ATTEMPT_DIR/stopped" 2>/dev/null
+    { : >"$HPC_ATTEMPT_DIR/stopped"; } 2>/dev/null
     hpc_log "stalled: stopping the program (SIGTERM)"
     hpc_signal_program TERM
     sleep "$HPC_KILL_AFTER"

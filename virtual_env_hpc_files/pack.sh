@@ -223,7 +223,7 @@ _hpc_pack_stall_watch_end() {
   local pid=${HPC_PACK_STALL_WATCH[$1]:-}
   [[ -n $pid ]] || return 0
   HPC_PACK_STALL_WATCH[$1]=""
-  : >"$HPC_ATTEMPT_DIR/stall.stop.$1" 2>/dev/null
+  { : >"$HPC_ATTEMPT_DIR/stall.stop.$1"; } 2>/dev/null
   kill "$pid" 2>/dev/null
   wait "$pid" 2>/dev/null
   return 0

@@ -104,7 +104,7 @@ if [[ -n ${HPC_PREFLIGHT:-} ]]; then
   done_checks+=("--preflight")
 fi
 
-: >"$dir/$node.ok" 2>/dev/null
+{ : >"$dir/$node.ok"; } 2>/dev/null
 if ((${#done_checks[@]})); then
   msg=$(IFS=, && printf '%s' "${done_checks[*]}")
   hpc_log "preflight ok on $node: ${msg//,/, }"

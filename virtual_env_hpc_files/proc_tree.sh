@@ -139,7 +139,7 @@ hpc_proc_warn_loop() {
   local root=$1 until=$((SECONDS + $2)) log=$3 mark=${4:-} sent seen told=0
   while ((SECONDS < until)) && kill -0 "$root" 2>/dev/null; do
     if hpc_proc_warn_to sent "$root" seen; then
-      [[ -z $mark ]] || : >"$mark" 2>/dev/null || "$log" "could not write $mark"
+      [[ -z $mark ]] || { : >"$mark"; } 2>/dev/null || "$log" "could not write $mark"
       "$log" "warning passed on as $sent"
       return 0
     fi

@@ -218,7 +218,7 @@ hpc_stop_preempt_watch() {
   [[ -n $HPC_PREEMPT_WATCH_PID ]] || return 0
   local pid=$HPC_PREEMPT_WATCH_PID i
   HPC_PREEMPT_WATCH_PID=""
-  : >"$HPC_PREEMPT_WATCH_STOP" 2>/dev/null
+  { : >"$HPC_PREEMPT_WATCH_STOP"; } 2>/dev/null
   for ((i = 0; i < 30; i++)); do
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.1
@@ -328,7 +328,7 @@ hpc_attempt_end() {
 # there) can be told from a checkpoint it wrote (hpc_ckpt_appended). A larger file is left
 # out: whatever the attempt does to it counts as written.
 hpc_ckpt_sums() {
-  : >"$2" 2>/dev/null || return 0
+  { : >"$2"; } 2>/dev/null || return 0
   ! hpc_dir_bare "$1" || return 0
   find "$1" "${HPC_CKPT_FILE_TESTS[@]}" -size -16385k \
     -print0 2>/dev/null | xargs -0 -r cksum -- >"$2" 2>/dev/null
@@ -358,7 +358,7 @@ hpc_ckpt_appended() {
 # daemon the program left behind wrote into $HPC_CHECKPOINT_DIR until the attempt was
 # judged, and the job was requeued for it to the restart limit (issue 32).
 hpc_program_ended() {
-  [[ -z ${HPC_ATTEMPT_DIR:-} ]] || : >"$HPC_ATTEMPT_DIR/ended${1:+.$1}" 2>/dev/null
+  [[ -z ${HPC_ATTEMPT_DIR:-} ]] || { : >"$HPC_ATTEMPT_DIR/ended${1:+.$1}"; } 2>/dev/null
   if [[ -n ${1:-} ]]; then
     local HPC_PROGRAM_TOKEN=${HPC_PROGRAM_TOKEN:-}.$1
     [[ $HPC_PROGRAM_TOKEN == .* ]] || hpc_escapees_end "line $1: "

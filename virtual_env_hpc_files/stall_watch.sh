@@ -138,7 +138,7 @@ dump() {
   done
   ((python_seen == 0)) || [[ -n $spy ]] ||
     hpc_log "stalled: for the Python stack of each process, install py-spy in the venv (pip install py-spy)"
-  : >"$attempt/stalled.dumped.$node" 2>/dev/null
+  { : >"$attempt/stalled.dumped.$node"; } 2>/dev/null
 }
 
 # stop_line: a packed line's watch stops the line: SIGTERM to its process group, SIGKILL

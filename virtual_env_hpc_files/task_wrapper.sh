@@ -76,7 +76,7 @@ done
 # take their own warning and save; at most the grace period (the batch shell stops a
 # program that runs on). Seen on 24.11 under load: rank 0 saved and exited within a
 # second, and rank 1 was killed before its warning reached it, its checkpoint unwritten.
-[[ -z ${HPC_ATTEMPT_DIR:-} ]] || : >"$HPC_ATTEMPT_DIR/ended.rank${SLURM_PROCID:-0}" 2>/dev/null
+[[ -z ${HPC_ATTEMPT_DIR:-} ]] || { : >"$HPC_ATTEMPT_DIR/ended.rank${SLURM_PROCID:-0}"; } 2>/dev/null
 if ((warned && !signalled && rc != 0 && ${SLURM_NTASKS:-1} > 1)) && [[ -n ${HPC_ATTEMPT_DIR:-} ]]; then
   settle_end=$((SECONDS + ${HPC_SIGNAL_GRACE:-60}))
   shopt -s nullglob

@@ -498,3 +498,16 @@ packed_stall() {
   [[ $output == *"line 1 ended with exit code 0 after "*" s (done)"* ]]
   [[ $output != *requeueing* ]]
 }
+
+@test "the end of a program whose attempt folder a cancel has removed already writes nothing on stderr (CI: 'ended: No such file or directory' in a cancelled job's log)" {
+  run --separate-stderr bash -c 'source "$1/virtual_env_hpc_files/job_runtime.sh" || exit 9
+    HPC_ATTEMPT_DIR=$2/gone HPC_PROGRAM_TOKEN=abc.1
+    hpc_program_ended; hpc_program_ended 3
+    HPC_PACK_STALL_WATCH=([3]=999999999); _hpc_pack_stall_watch_end 3
+    HPC_STALL_WATCH_PID=999999999 HPC_STALL_WATCH_STEP=""; hpc_stop_stall_watch
+    echo done' _ "$REPO_ROOT" "$BATS_TEST_TMPDIR"
+  echo "$output"; echo "$stderr"
+  [ "$status" -eq 0 ]
+  [ "$output" = "done" ]
+  [ -z "$stderr" ]
+}

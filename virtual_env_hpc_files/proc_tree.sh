@@ -179,11 +179,14 @@ hpc_escapees_token() {
 }
 
 # hpc_escapees_to ARRAY: this user's processes whose environment holds this attempt's
-# HPC_PROGRAM_TOKEN (or it and ".LINE"), but this shell. No fork per process: /proc read
-# by bash.
+# HPC_PROGRAM_TOKEN (or it and ".LINE") and this job's SLURM_JOB_ID (none outside Slurm),
+# but this shell. Another job the program submitted (sbatch passes the token on: its batch
+# shell's first environment holds it, whatever that shell unsets) is not the program's: it
+# was ended with it when it ran on the same node. No fork per process: /proc read by bash.
 hpc_escapees_to() {
   local -n _esc=$1
   local env_file pid want=$'\n'"HPC_PROGRAM_TOKEN=${HPC_PROGRAM_TOKEN:-}" IFS=$'\n' all
+  local job=$'\n'"SLURM_JOB_ID=${SLURM_JOB_ID:-}"$'\n'
   local -a envs
   _esc=()
   [[ -n ${HPC_PROGRAM_TOKEN:-} ]] || return 0
@@ -196,7 +199,13 @@ hpc_escapees_to() {
     # One match over the whole environment, not a test per variable: a machine where the
     # user runs hundreds of processes made this scan most of a short task's end.
     all=$'\n'"${envs[*]}"$'\n'
-    [[ $all != *"$want"$'\n'* && $all != *"$want".* ]] || _esc+=("$pid")
+    [[ $all == *"$want"$'\n'* || $all == *"$want".* ]] || continue
+    if [[ -n ${SLURM_JOB_ID:-} ]]; then
+      [[ $all == *"$job"* ]] || continue
+    else
+      [[ $all != *$'\n'SLURM_JOB_ID=* ]] || continue
+    fi
+    _esc+=("$pid")
   done
 }
 

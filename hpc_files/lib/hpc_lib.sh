@@ -34,6 +34,8 @@ hpc_forget_enclosing_job() {
       SLURM_* | SLURMD_* | SRUN_* | SALLOC_*) unset -v "$_fej_name" ;;
     esac
   done
+  # (the enclosing program's mark, by which its job ends what it left running: proc_tree.sh)
+  unset -v HPC_PROGRAM_TOKEN
 }
 
 # die MESSAGE...: "prog: message" on stderr, exit HPC_DIE_STATUS (default 1). An

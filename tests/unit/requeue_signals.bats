@@ -511,3 +511,24 @@ packed_stall() {
   [ "$output" = "done" ]
   [ -z "$stderr" ]
 }
+
+@test "another job that the program submitted (its batch shell started with the program's token from sbatch) is not ended with the program; the program's own daemon is (CI: a packed line's child jobs killed)" {
+  local tok=t$RANDOM$RANDOM child own
+  env HPC_PROGRAM_TOKEN="$tok.2" SLURM_JOB_ID=999 bash -c "exec -a hpc_child_job_$tok sleep 30" &
+  child=$!
+  env HPC_PROGRAM_TOKEN="$tok.2" SLURM_JOB_ID=4242 bash -c "exec -a hpc_own_daemon_$tok sleep 30" &
+  own=$!
+  sleep 0.3
+  run bash -c 'source "$1/virtual_env_hpc_files/job_runtime.sh" || exit 9
+    HPC_PROGRAM_TOKEN=$2 SLURM_JOB_ID=4242; hpc_escapees_to p; echo "found: ${p[*]}"
+    HPC_PROGRAM_TOKEN=$2.2; hpc_escapees_to p; echo "line 2: ${p[*]}"' _ "$REPO_ROOT" "$tok"
+  kill "$child" "$own"
+  echo "$output (own $own, child $child)"
+  [[ "$output " == *"found: "*"$own "* && "$output " == *"line 2: "*"$own "* ]]
+  [[ $output != *"$child"* ]]
+}
+
+@test "a submission from inside a job passes no HPC_PROGRAM_TOKEN to sbatch" {
+  run bash -c 'source "$1/hpc_files/lib/hpc_lib.sh"; export HPC_PROGRAM_TOKEN=abc.2 SLURM_JOB_ID=7; hpc_forget_enclosing_job; env | grep -c "^HPC_PROGRAM_TOKEN=\|^SLURM_JOB_ID=" || true' _ "$REPO_ROOT"
+  [ "$output" = 0 ]
+}

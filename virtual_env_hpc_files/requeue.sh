@@ -248,6 +248,15 @@ hpc_on_term() {
   local lost=""
   ! hpc_node_failure_check "(Slurm ends this attempt)" || lost=$HPC_ATTEMPT_NODE
   hpc_job_state_to state when restarts
+  # squeue can miss the job for a moment while Slurm requeues it (seen on 26.05 under
+  # load: taken for a cancel, the job left its finished marker and attempt 2 ended at
+  # once): asked again, within a second.
+  local tries
+  for ((tries = 0; tries < 3; tries++)); do
+    [[ -z $state && -n ${SLURM_JOB_ID:-} ]] || break
+    sleep 0.3
+    hpc_job_state_to state when restarts
+  done
   if [[ $HPC_REQUEUE_ON_TERM == yes || ($HPC_REQUEUE_ON_TERM == auto && ($state == PREEMPTED || -n $when)) ]]; then
     hpc_on_warning preempt
     return 0

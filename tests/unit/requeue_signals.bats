@@ -532,3 +532,27 @@ packed_stall() {
   run bash -c 'source "$1/hpc_files/lib/hpc_lib.sh"; export HPC_PROGRAM_TOKEN=abc.2 SLURM_JOB_ID=7; hpc_forget_enclosing_job; env | grep -c "^HPC_PROGRAM_TOKEN=\|^SLURM_JOB_ID=" || true' _ "$REPO_ROOT"
   [ "$output" = 0 ]
 }
+
+@test "a requeue from outside that squeue does not show at once (seen on 26.05 under load) is still told from a cancel: asked again, no finished marker" {
+  local bin=$BATS_TEST_TMPDIR/stub
+  mkdir -p "$bin"
+  # squeue: nothing the first time it is asked after the SIGTERM, then the requeued job.
+  cat >"$bin/squeue" <<'STUB'
+#!/bin/bash
+[[ -e $STUB_DIR/termed ]] || { echo "RUNNING N/A 0"; exit 0; }
+n=$(cat "$STUB_DIR/asked" 2>/dev/null || echo 0)
+echo $((n + 1)) >"$STUB_DIR/asked"
+((n == 0)) || echo "COMPLETING N/A 1"
+STUB
+  printf '#!/bin/bash\necho "slurm 24.11.5"\n' >"$bin/srun"
+  printf '#!/bin/bash\nexit 0\n' >"$bin/sinfo"
+  chmod +x "$bin"/*
+  export PATH=$bin:$PATH STUB_DIR=$BATS_TEST_TMPDIR HPC_LAUNCHER=none source_dir=$BATS_TEST_TMPDIR
+  printf '%s\n' 'touch "$READY"; sleep 30' >"$HPC_COMMANDS_FILE"
+  export READY=$BATS_TEST_TMPDIR/ready
+  run_job_side hpc_job_begin '(for _ in $(seq 600); do [ -e "$READY" ] && break; sleep 0.05; done; touch "$STUB_DIR/termed"; kill -TERM $$) & hpc_run_command; exit $?'
+  echo "$output"
+  [[ $output == *"the job was requeued from outside (scontrol requeue; restart 1)"* ]]
+  [ ! -e "$scratch_dir/hpc_outputs/jobs/.hpc_finished.4242" ]
+  ! compgen -G "$scratch_dir/hpc_outputs/jobs/.hpc_finished.*" >/dev/null || false
+}

@@ -309,12 +309,8 @@ _hpc_pack_ended() {
   elif ((${HPC_PACK_WARNED[i]:-0})); then
     [[ -z $HPC_ATTEMPT_DIR || ! -e $HPC_ATTEMPT_DIR/stopped.$i ]] || stopped=1
     local HPC_CHECKPOINT_DIR=$HPC_EXP_DIR/checkpoints/task_$i
-    ! hpc_checkpoint_written "" "${HPC_ATTEMPT_DIR:+$HPC_ATTEMPT_DIR/sums.$i}" "${HPC_ATTEMPT_DIR:+$HPC_ATTEMPT_DIR/ended.$i}" || wrote=1
+    _hpc_pack_progress_to wrote over file "$i"
     hpc_took_warning "$i" || warned=0
-    if ((wrote)) && [[ -n $HPC_ATTEMPT_DIR ]]; then
-      hpc_ckpt_started_over_to file "$HPC_CHECKPOINT_DIR" "$HPC_ATTEMPT_DIR/before.$i" "$HPC_ATTEMPT_DIR/start"
-      [[ -z $file ]] || over=1
-    fi
     hpc_requeue_verdict_to verdict "${HPC_REQUEUE:-yes}" "$rc" "$stopped" "$wrote" \
       "$HPC_RESTART_COUNT" "$HPC_MAX_RESTARTS" "$warned" "$over"
     case $verdict in
@@ -343,6 +339,19 @@ _hpc_pack_ended() {
   hpc_log "line $i ended with exit code $rc after $took s ($state)"
 }
 
+# _hpc_pack_progress_to WROTE_VAR OVER_VAR FILE_VAR I: what line I wrote to its checkpoint
+# folder ($HPC_CHECKPOINT_DIR, the caller's) while it ran this attempt (1 or 0), and whether
+# it started over (1, FILE the checkpoint it wrote again) instead of resuming.
+_hpc_pack_progress_to() {
+  local -n _pp_wrote=$1 _pp_over=$2 _pp_file=$3
+  local i=$4 a=${HPC_ATTEMPT_DIR:-} again=""
+  _pp_wrote=0 _pp_over=0 _pp_file=""
+  ! hpc_checkpoint_written "" "${a:+$a/sums.$i}" "${a:+$a/ended.$i}" || _pp_wrote=1
+  ((_pp_wrote)) && [[ -n $a ]] || return 0
+  hpc_ckpt_started_over_to again "$HPC_CHECKPOINT_DIR" "$a/before.$i" "$a/start"
+  [[ -z $again ]] || _pp_over=1 _pp_file=$again
+}
+
 # _hpc_pack_stalled_to STATE_VAR RC_VAR I RC: line I was stopped by its stall watch (it
 # exited RC): the progress rule, as for one program (longruns.sh's hpc_after_stall):
 # "requeue" (it resumes when the job is requeued, once every line has ended) when it wrote
@@ -351,11 +360,7 @@ _hpc_pack_stalled_to() {
   local -n _state=$1 _rc=$2
   local i=$3 code=$4 wrote=0 over=0 file="" verdict
   local HPC_CHECKPOINT_DIR=$HPC_EXP_DIR/checkpoints/task_$i
-  ! hpc_checkpoint_written "" "$HPC_ATTEMPT_DIR/sums.$i" "$HPC_ATTEMPT_DIR/ended.$i" || wrote=1
-  if ((wrote)); then
-    hpc_ckpt_started_over_to file "$HPC_CHECKPOINT_DIR" "$HPC_ATTEMPT_DIR/before.$i" "$HPC_ATTEMPT_DIR/start"
-    [[ -z $file ]] || over=1
-  fi
+  _hpc_pack_progress_to wrote over file "$i"
   hpc_requeue_verdict_to verdict "${HPC_REQUEUE:-yes}" "$code" 1 "$wrote" "$HPC_RESTART_COUNT" "$HPC_MAX_RESTARTS" 1 "$over"
   _state=failed _rc=$HPC_EXIT_STALLED
   case $verdict in
@@ -402,8 +407,7 @@ hpc_pack_run() {
   hpc_pack_shares
   # What a line starts outside its process group ends with the line (hpc_program_ended),
   # or with the attempt (proc_tree.sh).
-  hpc_escapees_token
-  [[ " ${HPC_EXIT_HOOKS[*]} " == *" hpc_escapees_end "* ]] || HPC_EXIT_HOOKS=(hpc_escapees_end "${HPC_EXIT_HOOKS[@]}")
+  hpc_escapees_begin
   HPC_EXIT_HOOKS=(_hpc_pack_stall_watches_end "${HPC_EXIT_HOOKS[@]}")
   for i in "${HPC_PACK_ORDER[@]}"; do
     _hpc_pack_ended_here "$i" || todo+=("$i")

@@ -178,6 +178,13 @@ hpc_escapees_token() {
   HPC_PROGRAM_TOKEN=${r//[[:space:]]/}.${SLURM_JOB_ID:-0}
 }
 
+# hpc_escapees_begin: before the program (or the packed lines) starts: the attempt's token,
+# and hpc_escapees_end among the exit hooks (once).
+hpc_escapees_begin() {
+  hpc_escapees_token
+  [[ " ${HPC_EXIT_HOOKS[*]} " == *" hpc_escapees_end "* ]] || HPC_EXIT_HOOKS=(hpc_escapees_end "${HPC_EXIT_HOOKS[@]}")
+}
+
 # hpc_escapees_to ARRAY: this user's processes whose environment holds this attempt's
 # HPC_PROGRAM_TOKEN (or it and ".LINE") and this job's SLURM_JOB_ID (none outside Slurm),
 # but this shell. Another job the program submitted (sbatch passes the token on: its batch

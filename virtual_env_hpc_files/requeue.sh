@@ -57,8 +57,7 @@ hpc_spawn_command() {
   [[ -z $ran ]] || hpc_log "runs as: $ran"
   hpc_run_line_argv_to argv "$1"
   # Processes it starts outside its group end with it (proc_tree.sh: hpc_escapees_end).
-  hpc_escapees_token
-  [[ " ${HPC_EXIT_HOOKS[*]} " == *" hpc_escapees_end "* ]] || HPC_EXIT_HOOKS=(hpc_escapees_end "${HPC_EXIT_HOOKS[@]}")
+  hpc_escapees_begin
   (
     export HPC_PROGRAM_TOKEN
     trap ':' USR1 USR2 TERM INT QUIT HUP

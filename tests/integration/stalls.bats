@@ -11,7 +11,9 @@ setup() {
   integration_setup proj
 }
 
-@test "a program that stalls after a checkpoint is stopped, shown, requeued and resumes; hpc status says stalled" {
+# stall_script: $PROJECT/stall.sh saves a checkpoint and hangs; once resumed, it says from
+# what and ends.
+stall_script() {
   cat >"$PROJECT/stall.sh" <<'EOF'
 if [ -s "$HPC_CHECKPOINT_DIR/ckpt" ]; then
   echo "resumed from $(cat "$HPC_CHECKPOINT_DIR/ckpt") on attempt $HPC_RESTART_COUNT"
@@ -21,6 +23,10 @@ echo step-10 >"$HPC_CHECKPOINT_DIR/ckpt"
 echo "saved; now hanging"
 sleep 600
 EOF
+}
+
+@test "a program that stalls after a checkpoint is stopped, shown, requeued and resumes; hpc status says stalled" {
+  stall_script
   printf 'bash stall.sh\n' >"$PROJECT/experiment_configurations.txt"
   submit --exp-name st --time 10 --stall-timeout 12s
   wait_job "$JOB_ID" 240
@@ -73,15 +79,7 @@ EOF
 }
 
 @test "a packed line that stalls after a checkpoint is stopped and resumes at the requeue; the other line ran once (issue 33)" {
-  cat >"$PROJECT/stall.sh" <<'EOF2'
-if [ -s "$HPC_CHECKPOINT_DIR/ckpt" ]; then
-  echo "resumed from $(cat "$HPC_CHECKPOINT_DIR/ckpt") on attempt $HPC_RESTART_COUNT"
-  exit 0
-fi
-echo step-10 >"$HPC_CHECKPOINT_DIR/ckpt"
-echo "saved; now hanging"
-sleep 600
-EOF2
+  stall_script
   printf 'bash stall.sh\necho "line 1 ran on attempt $HPC_RESTART_COUNT"\n' >"$PROJECT/experiment_configurations.txt"
   submit --exp-name pst --time 10 --stall-timeout 10s --pack 2 --cpus 2
   wait_job "$JOB_ID" 240

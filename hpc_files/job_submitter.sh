@@ -36,8 +36,9 @@ confirm_large_array() {
 # script of the first chunk (hpc_plan_chunks_note lists the others), and the commands file
 # with every task's final command. Reads the plan, changes nothing.
 print_dry_run() {
-  local args argv line venv_job=""
+  local args argv line venv_job="" commands
   ((OPT_SETUP_VENV == 0)) || venv_job="<venv job id>"
+  hpc_home_path_to commands "$J_HOME" commands
   hpc_plan_sbatch_args_to args 0 "$venv_job"
   hpc_sbatch_argv_to argv "${args[@]}"
   printf '# sbatch command line (not run: --dry-run):\n'
@@ -45,9 +46,9 @@ print_dry_run() {
   printf '%s\n\n# ---- batch script: %s ----\n' "${line% }" "${argv[-1]}"
   hpc_plan_script 0
   if [[ -n ${J_PACK:-} ]]; then
-    printf '\n# ---- commands (%d), %d per job, as they run: %s ----\n' "${#J_COMMANDS[@]}" "$J_PACK_LINES" "$J_COMMANDS_PATH"
+    printf '\n# ---- commands (%d), %d per job, as they run: %s ----\n' "${#J_COMMANDS[@]}" "$J_PACK_LINES" "$commands"
   else
-    printf '\n# ---- commands (%d), one per array task, as they run: %s ----\n' "${#J_COMMANDS[@]}" "$J_COMMANDS_PATH"
+    printf '\n# ---- commands (%d), one per array task, as they run: %s ----\n' "${#J_COMMANDS[@]}" "$commands"
   fi
   printf '%s\n' "${J_COMMANDS[@]}"
 }

@@ -42,6 +42,147 @@
 declare -F hpc_job_lib_loaded >/dev/null && return 0
 hpc_job_lib_loaded() { :; }
 
+# --- a submission's home: the one table of its paths -----------------------------------
+# (python/hpc_toolkit/paths.py holds the same table for Python; tests/python/test_paths.py
+# checks that they agree)
+#
+# Every submission of job_submitter.sh has one folder, its home:
+#   $SCRATCH/<project>/hpc_outputs/jobs/<SUBMISSION_ID>/
+# named by its submission id (EXP-YYYYmmdd-HHMMSS-PID-RAND: unique across clusters that
+# share $SCRATCH and across a cluster started afresh, which hand job numbers out again).
+# Beside the homes lies their index, the ledger (jobs/submissions.tsv, ledger.sh). A home
+# holds, under these names (KEY: NAME):
+#   script    job.sbatch        the batch script (chunk N of several: job-partN.sbatch)
+#   plan      job.plan          its manifest: the plan as NAME<TAB>VALUE lines, read by the
+#                               job's batch script (as exports), hpc, --rerun and the
+#                               submissions from inside a job; nobody parses the script
+#                               (chunk N of several: job-partN.plan)
+#   commands  commands          the final command of every line (task i runs line i+1)
+#   code      code.git          the code record (coderecord.sh); code.diff: uncommitted
+#   diff      code.diff         changes
+#   attempts  attempts/T        each task's attempts, one event per line (runs.sh)
+#   lines     lines/I           each packed line's outcome (pack.sh)
+#   writes    writes/T/         files the tasks wrote into the project (project_writes.sh)
+#   finished  finished.JOB      the marker a finished job leaves (job_lib.sh; the key names
+#                               the prefix, JOB is added: 123 or 123_4)
+#   rerun_lock rerun.lock       held while this submission is rerun (rerun.sh)
+#   interactive_rc interactive.rc  an --interactive session's shell start (local.sh)
+# The logs stay in hpc_outputs/ (EXP-JOB.out, where researchers look); each chunk's
+# manifest names their pattern (@log), as the ledger does.
+# Submissions made before homes (hpc_outputs/jobs/EXP-STAMP.sbatch, .commands, ...) are
+# read by hpc as before (paths.py: Home.legacy); a job of theirs that runs with this
+# version finds its files by hpc_job_path_to's legacy names.
+#
+#   hpc_outputs_dir_to VAR SCRATCH_DIR       SCRATCH_DIR/hpc_outputs
+#   hpc_home_dir_to VAR SCRATCH_DIR ID       the home of submission ID
+#   hpc_ledger_file_to VAR SCRATCH_DIR       the homes' index, the ledger (ledger.sh)
+#   hpc_exp_lock_file_to VAR SCRATCH_DIR EXP the lock of experiment EXP (runs.sh)
+#   hpc_home_path_to VAR HOME KEY [PART]     a file of HOME (PART: the chunk's 1-based
+#                                            number when there are several, else "")
+#   hpc_home_plan_of_to VAR SCRIPT           the manifest of batch script SCRIPT
+#   hpc_job_path_to VAR KEY                  inside a job: a file of its home ($HPC_HOME;
+#                                            a job of an older version: its legacy name)
+#   hpc_manifest_escape_to VAR VALUE         VALUE as one manifest field (\ \t \n escaped)
+#   hpc_manifest_unescape_to VAR FIELD       the value back
+#   hpc_manifest_get_to VAR FILE NAME        NAME's value in manifest FILE (1: not there)
+
+HPC_OUTPUTS_NAME='hpc_outputs'
+HPC_HOMES_NAME='jobs'
+
+hpc_outputs_dir_to() {
+  local -n _od=$1
+  _od=$2/$HPC_OUTPUTS_NAME
+}
+
+hpc_home_dir_to() {
+  local -n _hd=$1
+  _hd=$2/$HPC_OUTPUTS_NAME/$HPC_HOMES_NAME/$3
+}
+
+hpc_ledger_file_to() {
+  local -n _lf=$1
+  _lf=$2/$HPC_OUTPUTS_NAME/$HPC_HOMES_NAME/submissions.tsv
+}
+
+hpc_exp_lock_file_to() {
+  local -n _el=$1
+  _el=$2/$HPC_OUTPUTS_NAME/$HPC_HOMES_NAME/.$3.lock
+}
+
+hpc_home_path_to() {
+  local -n _hp=$1
+  local part=${4:+-part$4}
+  case $3 in
+    script) _hp=$2/job$part.sbatch ;;
+    plan) _hp=$2/job$part.plan ;;
+    commands) _hp=$2/commands ;;
+    code) _hp=$2/code.git ;;
+    diff) _hp=$2/code.diff ;;
+    attempts) _hp=$2/attempts ;;
+    lines) _hp=$2/lines ;;
+    writes) _hp=$2/writes ;;
+    finished) _hp=$2/finished. ;;
+    rerun_lock) _hp=$2/rerun.lock ;;
+    interactive_rc) _hp=$2/interactive.rc ;;
+    *) return 1 ;;
+  esac
+}
+
+hpc_home_plan_of_to() {
+  local -n _po=$1
+  _po=${2%.sbatch}.plan
+}
+
+# (legacy: files beside the commands file, EXP-STAMP.attempts and so on; the finished
+# markers in jobs/ as .hpc_finished.ID.JOB)
+hpc_job_path_to() {
+  local -n _jp=$1
+  if [[ -n ${HPC_HOME:-} ]]; then
+    hpc_home_path_to _jp "$HPC_HOME" "$2"
+    return
+  fi
+  local base=${HPC_COMMANDS_FILE%.commands}
+  case $2 in
+    commands) _jp=$HPC_COMMANDS_FILE ;;
+    code) _jp=$base.git ;;
+    diff) _jp=$base.diff ;;
+    attempts | lines | writes) _jp=$base.$2 ;;
+    finished) _jp=${HPC_OUTPUT_DIR:-${scratch_dir:-.}/$HPC_OUTPUTS_NAME}/$HPC_HOMES_NAME/.hpc_finished.${HPC_SUBMISSION_ID:+$HPC_SUBMISSION_ID.} ;;
+    *) return 1 ;;
+  esac
+}
+
+hpc_manifest_escape_to() {
+  local -n _me=$1
+  _me=$2
+  [[ $_me == *[$'\\\t\n']* ]] || return 0
+  _me=${_me//\\/\\\\}
+  _me=${_me//$'\t'/\\t}
+  _me=${_me//$'\n'/\\n}
+}
+
+# (printf %b also knows \c, \x.. and the like; an escaped field holds only \\, \t and \n)
+hpc_manifest_unescape_to() {
+  local -n _mu=$1
+  if [[ $2 == *\\* ]]; then
+    printf -v _mu '%b' "$2"
+  else
+    _mu=$2
+  fi
+}
+
+hpc_manifest_get_to() {
+  local -n _mg=$1
+  local name value
+  [[ -f $2 && -r $2 ]] || return 1
+  while IFS=$'\t' read -r name value; do
+    [[ $name == "$3" ]] || continue
+    hpc_manifest_unescape_to _mg "$value"
+    return 0
+  done <"$2"
+  return 1
+}
+
 # --- the log line -------------------------------------------------------------------------
 
 # hpc_node_name_to VAR: the node's name for the log line and the node's folders.
@@ -321,15 +462,16 @@ hpc_slurm_requeue_outlives_attempt() {
   hpc_slurm_at_least 23.02
 }
 
-# hpc_slurm_finished_file: the marker a finished job leaves beside its logs, so that an
-# attempt started by a stale requeue request ends at once instead of running again. Named
-# by the submission and the job: Slurm hands job numbers out again (a cluster started
-# afresh, two clusters sharing $SCRATCH), and another submission's job of the same number
-# must not end at its attempt 2 as "already finished".
+# hpc_slurm_finished_file: the marker a finished job leaves in its submission's home
+# (job_lib.sh: finished.JOB), so that an attempt started by a stale requeue request ends at
+# once instead of running again. In the home: Slurm hands job numbers out again (a cluster
+# started afresh, two clusters sharing $SCRATCH), and another submission's job of the same
+# number must not end at its attempt 2 as "already finished".
 hpc_slurm_finished_file() {
-  printf '%s/jobs/.hpc_finished.%s%s\n' "${HPC_OUTPUT_DIR:-${scratch_dir:-.}/hpc_outputs}" \
-    "${HPC_SUBMISSION_ID:+$HPC_SUBMISSION_ID.}" \
-    "${SLURM_ARRAY_JOB_ID:+${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}}${SLURM_ARRAY_JOB_ID:-${SLURM_JOB_ID:-none}}"
+  local prefix job=${SLURM_JOB_ID:-none}
+  hpc_job_path_to prefix finished
+  [[ -z ${SLURM_ARRAY_JOB_ID:-} ]] || job=${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID:-}
+  printf '%s%s\n' "$prefix" "$job"
 }
 
 # hpc_slurm_job_finished RC: this job is done (RC is its exit code) and must not run again:

@@ -163,7 +163,8 @@ hpc_job_begin() {
   fi
   if [[ -n ${HPC_GIT_COMMIT:-} ]]; then
     # The record is written at submission (coderecord.sh); a --local run writes none.
-    local record=${HPC_COMMANDS_FILE%.commands}.git
+    local record
+    hpc_job_path_to record code
     [[ -e $record ]] || record=""
     hpc_log "code: git commit $HPC_GIT_COMMIT, run from $source_dir${record:+ (record: $record)}"
   else

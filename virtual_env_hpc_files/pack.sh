@@ -20,7 +20,7 @@
 # when any of its lines failed (exit code: the first failed line's).
 #
 # Per-line outcomes, for --rerun and for people: one file per line,
-#   ${HPC_COMMANDS_FILE%.commands}.lines/I
+#   <home>/lines/I (job_lib.sh: lines)
 # holding one line of fields "state=S exit=E job=J attempt=A seconds=T":
 #   S  running (started, not ended: the job died under it), done (exit 0), failed (ended
 #      with E != 0, or stopped without progress: 124, or out of restarts: 75), requeue
@@ -53,7 +53,7 @@ hpc_pack_begin() {
   done <"$HPC_COMMANDS_FILE"
   ((${#HPC_PACK_ORDER[@]} == last - first + 1)) ||
     hpc_fail "job $HPC_TASK_INDEX should run lines $first-$last of $HPC_COMMANDS_FILE, which holds $i commands"
-  HPC_PACK_STATE_DIR=${HPC_COMMANDS_FILE%.commands}.lines # made by _hpc_pack_dirs
+  hpc_job_path_to HPC_PACK_STATE_DIR lines # made by _hpc_pack_dirs
   if ((first == last)); then
     HPC_COMMAND="(packed: line $first; its command is logged when it starts)"
   else

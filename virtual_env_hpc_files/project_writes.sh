@@ -30,7 +30,8 @@ hpc_project_writes_begin() {
   HPC_PROJECT_TOP_BEFORE=()
   mapfile -d '' -t HPC_PROJECT_TOP_BEFORE < <(find . -mindepth 1 -maxdepth 1 -printf '%P\0' 2>/dev/null)
   [[ -n ${HPC_COMMANDS_FILE:-} && ${HPC_LIGHTNING_HOOK:-yes} != no ]] || return 0
-  export HPC_PROJECT_WRITES_DIR=${HPC_COMMANDS_FILE%.commands}.writes
+  hpc_job_path_to HPC_PROJECT_WRITES_DIR writes
+  export HPC_PROJECT_WRITES_DIR
   # (an earlier attempt's list is there only when the program wrote into the project: no
   # rm, a process, for every task otherwise)
   local list=$HPC_PROJECT_WRITES_DIR/${HPC_TASK_INDEX:-0}

@@ -7,7 +7,7 @@
 #   HPC_RESUMING=1|0       this attempt continues checkpoints of this run (or --resume's)
 #   HPC_INIT_FROM=resume|scratch   the same, as a word for programs that take a flag
 #                                   (nanoGPT: --init_from=$HPC_INIT_FROM)
-# Each attempt leaves one line per event in ${HPC_COMMANDS_FILE%.commands}.attempts/T
+# Each attempt leaves one line per event in <home>/attempts/T (job_lib.sh: attempts)
 # (T: the task's index), which `hpc status` reads:
 #   attempt=A job=J start=EPOCH end=EPOCH|- outcome=O exit=E|- [node=NODES] [why=WORD]
 # O: running (written at the start), finished, failed, warned-requeued,
@@ -178,7 +178,8 @@ hpc_attempt_file_to() {
   local -n _af=$1
   _af=""
   [[ -n ${HPC_COMMANDS_FILE:-} && -n ${HPC_TASK_INDEX:-} ]] || return 0
-  _af=${HPC_COMMANDS_FILE%.commands}.attempts/$HPC_TASK_INDEX
+  hpc_job_path_to _af attempts
+  _af+=/$HPC_TASK_INDEX
 }
 
 # hpc_attempt_record OUTCOME EXIT: one line in this task's attempts file (appended in one

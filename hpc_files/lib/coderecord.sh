@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # The code each job ran: the project's git commit, branch, `git diff HEAD` and untracked
-# files' names, recorded beside the batch script (<exp>-<stamp>.git and .diff); the job
+# files' names, recorded in the submission's home (code.git and code.diff, job_lib.sh); the job
 # log names the commit (HPC_GIT_COMMIT). --snapshot runs the job from a content-addressed
 # copy of the tracked files (as they are now, edits included) under
 # $SCRATCH/<project>/hpc_outputs/snapshots/<tree hash>, so edits made while the job waits
@@ -122,11 +122,14 @@ hpc_code_snapshot() {
   say "snapshot: the job runs the project's tracked files as copied to $dir"
 }
 
-# hpc_code_record: after a successful submission, the .git and .diff files beside it.
+# hpc_code_record: after a successful submission, the code record in its home (job_lib.sh:
+# code.git, and code.diff for uncommitted changes).
 hpc_code_record() {
   [[ -n $J_GIT_COMMIT ]] || return 0
   # The project's own folder, also with --snapshot.
-  local src=$J_PROJECT_DIR base=${J_COMMANDS_PATH%.commands} text diff untracked
+  local src=$J_PROJECT_DIR record diff_file text diff untracked
+  hpc_home_path_to record "$J_HOME" code
+  hpc_home_path_to diff_file "$J_HOME" diff
   if [[ -n $J_CODE_FROM ]]; then # --remote: the laptop's diff, sent with the copy
     diff=$(<"$src/.hpc_remote/code.diff") || diff=""
     untracked="" src+=" (copied by --remote from $J_CODE_FROM)"
@@ -136,7 +139,7 @@ hpc_code_record() {
   fi
   printf -v text 'commit: %s\nbranch: %s\nproject: %s\nsnapshot: %s\nuncommitted changes: %s\nuntracked files:\n%s' \
     "$J_GIT_COMMIT" "$J_GIT_BRANCH" "$src" "${J_SNAPSHOT_DIR:-none}" \
-    "$([[ -n $diff ]] && printf 'yes (%s.diff)' "$base" || printf none)" "${untracked:+$untracked$'\n'}"
-  _write_atomic "$base.git" "$text" 2>/dev/null || warn "could not write $base.git"
-  [[ -z $diff ]] || _write_atomic "$base.diff" "$diff"$'\n' 2>/dev/null || warn "could not write $base.diff"
+    "$([[ -n $diff ]] && printf 'yes (%s)' "$diff_file" || printf none)" "${untracked:+$untracked$'\n'}"
+  _write_atomic "$record" "$text" 2>/dev/null || warn "could not write $record"
+  [[ -z $diff ]] || _write_atomic "$diff_file" "$diff"$'\n' 2>/dev/null || warn "could not write $diff_file"
 }

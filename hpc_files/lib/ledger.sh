@@ -53,7 +53,8 @@ hpc_ledger_cluster_to() {
 # EXP: the caller checks which), from one grep: a bash loop over every line of a ledger of
 # months (200,000 lines) took seconds at each submission.
 hpc_ledger_lines_of() {
-  local ledger=$J_SCRATCH_DIR/hpc_outputs/jobs/submissions.tsv
+  local ledger
+  hpc_ledger_file_to ledger "$J_SCRATCH_DIR"
   [[ -r $ledger ]] || return 0
   LC_ALL=C grep -aF -e $'\t'"$1"$'\t' -- "$ledger" 2>/dev/null # (-a: a stray NUL must not make it "binary")
   return 0
@@ -64,7 +65,8 @@ hpc_ledger_lines_of() {
 # land inside them (bash writes a long text in several write() calls: a 20 KB record went
 # out as two).
 hpc_ledger_append() {
-  local ledger=$J_SCRATCH_DIR/hpc_outputs/jobs/submissions.tsv fd
+  local ledger fd
+  hpc_ledger_file_to ledger "$J_SCRATCH_DIR"
   [[ -n $1 ]] || return 0
   if ! exec {fd}>>"$ledger"; then
     warn "submitted, but $ledger could not be updated: hpc status will not list it"

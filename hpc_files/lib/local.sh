@@ -114,10 +114,12 @@ hpc_local_run() {
   [[ -x $stubs/srun ]] || die "$stubs/srun is missing: reinstall the toolkit (bash hpc_files/install_into_project.sh .)"
   host=$(hostname 2>/dev/null || uname -n)
   run_dir=$(mktemp -d "${TMPDIR:-/tmp}/hpc_local.XXXXXX") || die "cannot make a folder under ${TMPDIR:-/tmp}"
-  # The plan's files, in this run's folder: locals over the plan's paths, the plan unchanged.
-  local J_SCRIPT_PATH=$run_dir/$J_EXP_NAME.sbatch J_COMMANDS_PATH=$run_dir/$J_EXP_NAME.commands commands_text
+  # The plan's files, in this run's folder as its home: a local over the plan's, the plan
+  # unchanged.
+  local J_HOME=$run_dir commands_text commands lines
+  hpc_home_path_to commands "$J_HOME" commands
   printf -v commands_text '%s\n' "${J_COMMANDS[@]}"
-  _write_atomic "$J_COMMANDS_PATH" "$commands_text"
+  _write_atomic "$commands" "$commands_text"
   local scripts="the batch script as --dry-run prints it"
   # Several arrays (MaxArraySize, resource blocks): each task runs its own array's script.
   ((${#J_CHUNKS[@]} == 1)) || scripts="each task with its own array's batch script, one of the ${#J_CHUNKS[@]} a submission would write"
@@ -150,7 +152,8 @@ hpc_local_run() {
   done
   trap - INT
   local summary=""
-  [[ -z ${J_PACK:-} ]] || _hpc_local_pack_summary_to summary "${J_COMMANDS_PATH%.commands}.lines" "$n"
+  hpc_home_path_to lines "$J_HOME" lines
+  [[ -z ${J_PACK:-} ]] || _hpc_local_pack_summary_to summary "$lines" "$n"
   rm -rf -- "$run_dir"
   if [[ -n $summary ]]; then
     ((interrupted == 0)) || summary="local run interrupted (Ctrl-C); $summary"
@@ -246,12 +249,13 @@ _hpc_interactive_session() {
   command -v srun >/dev/null ||
     HPC_DIE_STATUS=1 die "srun not found on PATH: run --interactive on the cluster's login node"
   HPC_DIE_STATUS=1
-  mkdir -p -- "$J_SCRATCH_DIR/hpc_outputs/jobs" ||
-    die "cannot create $J_SCRATCH_DIR/hpc_outputs: check that \$SCRATCH is writable"
-  rc_file=${J_SCRIPT_PATH%.sbatch}.interactive.rc
-  local commands_text
+  hpc_submission_home_make
+  hpc_submission_home_keep # the session's files, as a submission's
+  hpc_home_path_to rc_file "$J_HOME" interactive_rc
+  local commands_text commands
+  hpc_home_path_to commands "$J_HOME" commands
   printf -v commands_text '%s\n' "${J_COMMANDS[@]}"
-  _write_atomic "$J_COMMANDS_PATH" "$commands_text"
+  _write_atomic "$commands" "$commands_text"
   hpc_staging_build
   hpc_venv_local_build # --venv-to-local: the archive the session unpacks
   login=$(hostname -f 2>/dev/null || hostname)
@@ -264,10 +268,10 @@ _hpc_interactive_session() {
     # side adds the chunk's HPC_TASK_OFFSET back (split at MaxArraySize).
     local -a f
     hpc_plan_chunk_to f "$HPC_PLAN_CHUNK"
-    _export HPC_INTERACTIVE_TASK "$((J_DEBUG_TASKS[0] - f[1]))"
-    [[ -z $OPT_PORT ]] || _export HPC_INTERACTIVE_PORT "$((10#$OPT_PORT))"
-    _export HPC_LOGIN_HOST "${USER:-$(id -un)}@$login"
-    _export HPC_PREEMPT_WATCH no
+    hpc_plan_shell_export HPC_INTERACTIVE_TASK "$((J_DEBUG_TASKS[0] - f[1]))"
+    [[ -z $OPT_PORT ]] || hpc_plan_shell_export HPC_INTERACTIVE_PORT "$((10#$OPT_PORT))"
+    hpc_plan_shell_export HPC_LOGIN_HOST "${USER:-$(id -un)}@$login"
+    hpc_plan_shell_export HPC_PREEMPT_WATCH no
     printf 'source %s || exit 1\nhpc_interactive_begin\n' "$q_runtime"
   } >"$rc_file.tmp.$$" || { rm -f -- "$rc_file.tmp.$$"; die "cannot write $rc_file"; }
   mv -f -- "$rc_file.tmp.$$" "$rc_file" || die "cannot write $rc_file"

@@ -95,7 +95,9 @@ hpc_pack_print_submitted() {
   [[ -n ${J_PACK:-} ]] || return 0
   printf '  packed: %d line(s), %d at once, up to %d per job\n' "${#J_COMMANDS[@]}" "$J_PACK" "$J_PACK_LINES"
   printf '  line logs: %s/hpc_outputs/%s-%s-line<I>.out\n' "$J_SCRATCH_DIR" "$J_EXP_NAME" "${J_JOB_ID:-<job>}"
-  printf '  outcomes:  %s/<I> (state=done|failed|requeue|running|stopped)\n' "${J_COMMANDS_PATH%.commands}.lines"
+  local lines
+  hpc_home_path_to lines "$J_HOME" lines
+  printf '  outcomes:  %s/<I> (state=done|failed|requeue|running|stopped)\n' "$lines"
 }
 
 # hpc_pack_script_note: which lines a job runs, for the batch script's header comment.

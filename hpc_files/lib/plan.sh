@@ -8,7 +8,8 @@
 # checks that the dry run and the submission leave every J_* variable as prepare left it).
 # It is the J_* variables: the ones read here are
 #   J_SOURCE_DIR J_PROJECT_NAME J_SCRATCH_DIR J_EXP_NAME      paths and names
-#   J_SCRIPT_PATH J_COMMANDS_PATH J_SUBMISSION_ID            this submission's files (submit.sh)
+#   J_SUBMISSION_ID J_HOME  this submission's id and its home, the folder of its files
+#                        (submit.sh; their names: virtual_env_hpc_files/job_lib.sh)
 #   J_COMMANDS (array)   the final command of every line, in the configs file's order: the
 #                        --nodes-arg/--devices-arg counts and the torchrun rewrite applied;
 #                        what only the job knows stays a shell variable ($MASTER_ADDR ...)
@@ -68,11 +69,13 @@ _directive() {
   fi
 }
 
-# _export NAME VALUE: "export NAME='VALUE'" with VALUE as one shell word.
+# _export NAME VALUE: one NAME<TAB>VALUE line of the manifest that hpc_plan_manifest_to
+# (its caller, up the stack) is making, in its local _plan_manifest: VALUE escaped
+# (job_lib.sh: \\, \t, \n), so that bash and Python read it back whole.
 _export() {
-  local q
-  quote_to q "$2"
-  printf 'export %s=%s\n' "$1" "$q"
+  local esc
+  hpc_manifest_escape_to esc "$2"
+  _plan_manifest+=$1$'\t'$esc$'\n'
 }
 
 # hpc_plan_settle_job_side: the settings the job side reads, decided here once from the
@@ -116,9 +119,18 @@ HPC_PLAN_ENV_SETTINGS=(HPC_VENV HPC_REQUEUE_MARGIN HPC_REQUEUE_ON_TERM HPC_KILL_
 # session rcfile, $HPC_JOB_SCRIPT) exported is unset here. A value the line set itself
 # (HPC_VENV=/other bash hpc_files/job_submitter.sh ...) differs from it, and counts.
 hpc_plan_forget_enclosing_job() {
-  local script text name q
+  local script text name q plan value
   [[ -n ${HPC_JOB_SCRIPT+set} ]] || return 0 # (not ${..:-}: HPC_JOB_SCRIPT is no setting)
   script=$HPC_JOB_SCRIPT
+  hpc_home_plan_of_to plan "$script"
+  if [[ -f $plan && -r $plan ]]; then # the batch script's manifest (job_lib.sh)
+    for name in "${HPC_PLAN_ENV_SETTINGS[@]}"; do
+      [[ -n ${!name+set} ]] || continue
+      ! hpc_manifest_get_to value "$plan" "$name" || [[ $value != "${!name}" ]] || unset -v "$name"
+    done
+    return 0
+  fi
+  # An --interactive session's rcfile, or an older version's batch script: its exports.
   [[ -f $script && -r $script ]] || return 0
   text=$'\n'$(<"$script")$'\n' || return 0
   for name in "${HPC_PLAN_ENV_SETTINGS[@]}"; do
@@ -183,11 +195,12 @@ hpc_plan_is_plain() {
   [[ ${f[0]} == "0-$((n - 1))" ]] || ((n == 1))
 }
 
-# hpc_plan_script_path_to VAR K: chunk K's batch script (the submission's one, or -partK+1).
+# hpc_plan_script_path_to VAR K: chunk K's batch script in the home (job.sbatch, or
+# job-partK+1.sbatch of several).
 hpc_plan_script_path_to() {
-  local -n _path=$1
-  _path=$J_SCRIPT_PATH
-  ((${#J_CHUNKS[@]} == 1)) || _path=${J_SCRIPT_PATH%.sbatch}-part$(($2 + 1)).sbatch
+  local part=""
+  ((${#J_CHUNKS[@]} == 1)) || part=$(($2 + 1))
+  hpc_home_path_to "$1" "$J_HOME" script "$part"
 }
 
 # hpc_plan_log_pattern_to VAR [sbatch]: the log path with %j (or %A_%a for arrays) for the
@@ -195,7 +208,8 @@ hpc_plan_script_path_to() {
 # so that Slurm does not take it for a replacement (validate.sh refuses a backslash).
 hpc_plan_log_pattern_to() {
   local -n _out=$1
-  local dir=$J_SCRATCH_DIR/hpc_outputs
+  local dir
+  hpc_outputs_dir_to dir "$J_SCRATCH_DIR"
   [[ ${2:-} != sbatch ]] || sbatch_filename_to dir "$dir"
   if hpc_plan_is_array; then
     _out=$dir/$J_EXP_NAME-%A_%a.out
@@ -288,21 +302,70 @@ hpc_plan_check_dependencies() {
   done
 }
 
-# hpc_plan_exports K [SCRIPT]: the job's variables for chunk K, as its batch script sets
-# them before it sources job_runtime.sh (SCRIPT: the file that holds them; also the start
-# of an --interactive session's shell: local.sh).
+# hpc_plan_manifest_to VAR K [SCRIPT]: chunk K's job variables as manifest lines
+# (NAME<TAB>VALUE, job_lib.sh), every value the job reads (SCRIPT: the file that sets them,
+# HPC_JOB_SCRIPT; default chunk K's batch script).
+hpc_plan_manifest_to() {
+  local -n _pm_out=$1
+  local _plan_manifest=""
+  _plan_manifest_pairs "${@:2}"
+  _pm_out=$_plan_manifest
+}
+
+# hpc_plan_manifest K: chunk K's manifest file (job_lib.sh: job.plan): what sbatch is asked for
+# (@ lines: the job's name, --array, the log's pattern), then the job's variables.
+hpc_plan_manifest() {
+  hpc_plan_with_chunk "$1" _plan_manifest_file "$1"
+}
+
+_plan_manifest_file() {
+  local text array log
+  hpc_plan_array_to array "$1"
+  hpc_plan_log_pattern_to log
+  hpc_plan_manifest_to text "$1"
+  local _plan_manifest=""
+  _export @format 1
+  _export @job_name "$J_EXP_NAME"
+  _export @array "$array"
+  _export @log "$log"
+  # (the header's backslashes as printf prints them: \\ is one)
+  printf '%s\n' '# The plan of the batch script beside this file, written once at submission: NAME<TAB>VALUE,' \
+    '# a backslash, tab and newline of a VALUE escaped as \\, \t and \n. See docs/how-it-works.md.'
+  printf '%s' "$_plan_manifest" "$text"
+}
+
+# hpc_plan_exports K [SCRIPT]: the job's variables for chunk K as its batch script sets
+# them before it sources job_runtime.sh, read from the manifest (SCRIPT: the file that
+# holds them; also the start of an --interactive session's shell: local.sh).
 hpc_plan_exports() {
-  local f script=${2:-} subdirs=no watch
-  hpc_plan_chunk_to f "$1"
-  [[ -n $script ]] || hpc_plan_script_path_to script "$1"
-  ! hpc_plan_is_array || subdirs=yes
-  [[ -z ${J_PACK:-} ]] || subdirs=no # a packed job's lines each have task_I (pack.sh)
+  local manifest name value
+  hpc_plan_manifest_to manifest "$@"
   # The plan alone speaks to the job: no HPC_* variable of the submitting shell (another
   # job's, an --interactive session's, a stray export) comes through sbatch (README: The
   # job's environment). tests/unit/job_env.bats holds the job side to this.
   # shellcheck disable=SC2016 # the script's text
   printf '%s\n' '# The plan alone: no HPC_* variable of the submitting shell reaches the job.' \
     'for _hpc_v in $(compgen -v HPC_); do unset -v "$_hpc_v"; done' 'unset -v _hpc_v'
+  while IFS=$'\t' read -r name value; do
+    [[ -n $name ]] || continue
+    hpc_manifest_unescape_to value "$value"
+    hpc_plan_shell_export "$name" "$value"
+  done <<<"$manifest"
+}
+
+# hpc_plan_shell_export NAME VALUE: "export NAME='VALUE'" with VALUE as one shell word.
+hpc_plan_shell_export() {
+  local q
+  quote_to q "$2"
+  printf 'export %s=%s\n' "$1" "$q"
+}
+
+_plan_manifest_pairs() {
+  local f script=${2:-} subdirs=no watch
+  hpc_plan_chunk_to f "$1"
+  [[ -n $script ]] || hpc_plan_script_path_to script "$1"
+  ! hpc_plan_is_array || subdirs=yes
+  [[ -z ${J_PACK:-} ]] || subdirs=no # a packed job's lines each have task_I (pack.sh)
   _export source_dir "$J_SOURCE_DIR"
   _export project_name "$J_PROJECT_NAME"
   _export scratch_dir "$J_SCRATCH_DIR"
@@ -313,9 +376,15 @@ hpc_plan_exports() {
   # The folders every task writes to: an array's tasks each have a task_<i> subfolder of
   # checkpoints/ and results/ (HPC_TASK_SUBDIRS=yes), a plain job none.
   _export HPC_EXP_DIR "$J_SCRATCH_DIR/$J_EXP_NAME"
-  _export HPC_OUTPUT_DIR "$J_SCRATCH_DIR/hpc_outputs"
+  local outputs
+  hpc_outputs_dir_to outputs "$J_SCRATCH_DIR"
+  _export HPC_OUTPUT_DIR "$outputs"
   _export HPC_TASK_SUBDIRS "$subdirs"
-  _export HPC_COMMANDS_FILE "$J_COMMANDS_PATH"
+  # Its home: every file of the submission (virtual_env_hpc_files/job_lib.sh).
+  _export HPC_HOME "$J_HOME"
+  local commands
+  hpc_home_path_to commands "$J_HOME" commands
+  _export HPC_COMMANDS_FILE "$commands"
   # Its number of lines, which HPC_TASK_INDEX counts in (job_runtime.sh: HPC_NUM_TASKS;
   # a packed job's is HPC_PACK_TOTAL: pack.sh). A plain job's too, so that no job counts
   # the commands file's lines itself.

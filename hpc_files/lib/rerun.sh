@@ -2,8 +2,9 @@
 # --rerun JOB_ID: submit again the tasks of a submission that did not end COMPLETED.
 # Which ones: hpc_toolkit.rerun (python/; standard library only, any python3), which reads
 # the ledger and asks Slurm the way `hpc status` does. How: from the batch scripts the
-# submission kept in hpc_outputs/jobs/, each copied with only its `#SBATCH --array` line
-# narrowed to the indices to run again, so resources, settings, HPC_TASK_OFFSET and the
+# submission kept in its home (hpc_outputs/jobs/ID/, job_lib.sh), each copied with its
+# manifest into the rerun's own home with only its `--array` narrowed to the indices to
+# run again, so resources, settings, HPC_TASK_OFFSET and the
 # commands file are the original's by construction and every task keeps its line index.
 # Every field of the plan is checked again here before it names a file or an argument.
 
@@ -62,7 +63,8 @@ _rerun_bad_plan() {
 # records (one per task, 20,000 for a large array) come last; one awk checks and reads
 # them all (_rerun_read_tasks): a bash regex per task took 37 ms each.
 _rerun_read_plan() {
-  local kind a b c d e f g line jobs=$J_SCRATCH_DIR/hpc_outputs/jobs/ head=$1 tasks="" odd=""
+  local kind a b c d e f g line jobs head=$1 tasks="" odd=""
+  hpc_home_dir_to jobs "$J_SCRATCH_DIR" "" # the homes' folder, with a / at its end
   local spec_re='^[0-9]{1,9}(-[0-9]{1,9})?(,[0-9]{1,9}(-[0-9]{1,9})?)*$'
   RERUN_OF="" RERUN_EXP="" RERUN_IDS="" RERUN_SCRIPTS=() RERUN_TASKS=()
   if [[ $head == task$'\t'* ]]; then
@@ -80,7 +82,10 @@ _rerun_read_plan() {
         RERUN_OF=$a RERUN_EXP=$b RERUN_IDS=$c
         ;;
       script)
-        { [[ $a == "$jobs"*.sbatch && ${a#"$jobs"} != */* && ${a#"$jobs"} != .* ]] &&
+        # A home's job.sbatch or job-partN.sbatch (job_lib.sh), or an older version's
+        # jobs/EXP-STAMP.sbatch.
+        { [[ ${a#"$jobs"} =~ ^[A-Za-z0-9_][A-Za-z0-9._+-]{0,200}/job(-part[1-9][0-9]{0,5})?\.sbatch$ ||
+          ($a == "$jobs"*.sbatch && ${a#"$jobs"} != */* && ${a#"$jobs"} != .*) ]] &&
           ! has_newline "$a"; } || _rerun_bad_plan "script '$a'"
         [[ $b == - || $b =~ $spec_re ]] || _rerun_bad_plan "array indices '$b'"
         { is_count "$c" && is_size "$d"; } || _rerun_bad_plan "task count '$c' or offset '$d'"
@@ -161,6 +166,21 @@ hpc_rerun_script_text_to() {
   [[ $spec == - ]] || ((found)) || die "$script has no #SBATCH --array line: it was edited; submit the lines again without --rerun"
 }
 
+# hpc_rerun_manifest PLAN SPEC RERUN_OF: manifest PLAN as the rerun's copy: its @array set
+# to SPEC (its %N cap kept; "-": unchanged) and HPC_RERUN_OF added, the rest as it is.
+hpc_rerun_manifest() {
+  local line name value esc
+  while IFS= read -r line || [[ -n $line ]]; do
+    name=${line%%$'\t'*} value=${line#*$'\t'}
+    if [[ $name == @array && $2 != - ]]; then
+      [[ $value == *%* ]] && line=@array$'\t'$2%${value##*%} || line=@array$'\t'$2
+    fi
+    printf '%s\n' "$line"
+  done <"$1" || die "cannot read $1"
+  hpc_manifest_escape_to esc "$3"
+  printf 'HPC_RERUN_OF\t%s\n' "$esc"
+}
+
 # _rerun_print_tasks: which lines are rerun, and why (one awk for every task: a bash
 # loop took seconds for 20,000).
 _rerun_print_tasks() {
@@ -205,21 +225,29 @@ _rerun_dry_run() {
   done
 }
 
-# _rerun_submit_all BASE: copy and submit each script of the plan, in order, through
-# hpc_sbatch (sbatch.sh), which notes their ledger lines (RERUN_SUBMITTED:
-# "ID COUNT SPEC COPY OFFSET LOG"); if sbatch refuses one, cancel those already in and
-# remove every copy.
+# _rerun_submit_all: copy each script of the plan (and its manifest) into the rerun's own
+# home (J_HOME) and submit them, in order, through hpc_sbatch (sbatch.sh), which notes
+# their ledger lines (RERUN_SUBMITTED: "ID COUNT SPEC COPY OFFSET LOG"); if sbatch refuses
+# one, cancel those already in and remove every copy. The copies keep the original's
+# HPC_HOME: a task's attempts stay in one place, whichever submission ran it.
 _rerun_submit_all() {
-  local base=$1 entry script spec count offset log data k=0 text copy id prev="" sbatch_rc
+  local entry script spec count offset log data k=0 text copy id prev="" sbatch_rc part=""
+  local plan copy_plan
   local -a written=() ids=() dep
   RERUN_SUBMITTED=()
+  hpc_submission_home_make
   for entry in "${RERUN_SCRIPTS[@]}"; do
     IFS=$'\t' read -r script spec count offset log data <<<"$entry"
-    copy=$base.sbatch
-    ((${#RERUN_SCRIPTS[@]} == 1)) || copy=$base-part$((++k)).sbatch
-    [[ ! -e $copy ]] || die "$copy already exists: run --rerun again in a second"
+    ((${#RERUN_SCRIPTS[@]} == 1)) || part=$((++k))
+    hpc_home_path_to copy "$J_HOME" script "$part"
     hpc_rerun_script_text_to text "$script" "$spec" \
       "Rerun of submission $RERUN_OF (job_submitter.sh --rerun $OPT_RERUN): a copy of $script with only --array and HPC_RERUN_OF changed" "$RERUN_OF"
+    hpc_home_plan_of_to plan "$script"
+    hpc_home_plan_of_to copy_plan "$copy"
+    if [[ -f $plan ]]; then # (an older version's submission has none)
+      _write_atomic_from "$copy_plan" hpc_rerun_manifest "$plan" "$spec" "$RERUN_OF"
+      written+=("$copy_plan")
+    fi
     _write_atomic "$copy" "$text"
     written+=("$copy")
     # A --max-parallel cap (%N) holds across the arrays: each waits for the one before.
@@ -239,6 +267,7 @@ _rerun_submit_all() {
     fi
     prev=$id
     ids+=("$id")
+    hpc_submission_home_keep
     RERUN_SUBMITTED+=("$id"$'\t'"$count"$'\t'"$spec"$'\t'"$copy"$'\t'"$offset"$'\t'"$log")
     [[ $data == - ]] || printf '%s\n' "$id" >>"$data" ||
       warn "job $id submitted, but $data could not be updated: its data archive may be pruned while it waits"
@@ -268,7 +297,8 @@ hpc_rerun() {
   # A job id, or a submission id (a job number Slurm handed out again names its latest).
   [[ $OPT_RERUN =~ ^[0-9]{1,18}(_[0-9]{1,9})?$ || $OPT_RERUN =~ ^[A-Za-z0-9_][A-Za-z0-9._+-]{0,200}$ ]] ||
     die "--rerun '${OPT_RERUN:0:100}' is not a Slurm job id: give a job id that job_submitter.sh printed (any job of the submission; hpc status lists them)"
-  local ledger=$J_SCRATCH_DIR/hpc_outputs/jobs/submissions.tsv before="" after=""
+  local ledger before="" after=""
+  hpc_ledger_file_to ledger "$J_SCRATCH_DIR"
   [[ $OPT_DRY_RUN != 0 ]] || before=$(stat -c '%s %y' -- "$ledger" 2>/dev/null) || before=""
   _rerun_plan_to plan
   _rerun_read_plan "$plan"
@@ -277,7 +307,11 @@ hpc_rerun() {
     # this process has submitted and written the ledger (a second one then finds this
     # one's jobs and is refused: "already rerun"). Planned again only if the ledger
     # changed meanwhile (the plan of 20,000 tasks takes a second).
-    local lock=$J_SCRATCH_DIR/hpc_outputs/jobs/.$RERUN_OF.rerun.lock
+    # (in the home; an older version's submission has none: beside the ledger)
+    local lock home
+    hpc_home_dir_to home "$J_SCRATCH_DIR" "$RERUN_OF"
+    hpc_home_path_to lock "$home" rerun_lock
+    [[ -d $home ]] || lock=${home%/*}/.$RERUN_OF.rerun.lock
     hpc_submission_lock "$lock" "$lock" "a rerun of submission $RERUN_OF"
     after=$(stat -c '%s %y' -- "$ledger" 2>/dev/null) || after=""
     if [[ -z $before || $after != "$before" ]]; then
@@ -286,6 +320,7 @@ hpc_rerun() {
     fi
   fi
   J_EXP_NAME=$RERUN_EXP J_SUBMISSION_ID=$RERUN_EXP-$1 J_RERUN_OF=$RERUN_OF
+  hpc_home_dir_to J_HOME "$J_SCRATCH_DIR" "$J_SUBMISSION_ID"
   # Its experiment too: not beside another submission of it that is queued or running.
   ((OPT_DRY_RUN)) || hpc_runs_claim "job_submitter.sh --rerun $OPT_RERUN"
   _rerun_print_tasks
@@ -297,6 +332,6 @@ hpc_rerun() {
   confirm_large_array "${#RERUN_TASKS[@]}"
   HPC_DIE_STATUS=1 # from here on a failure is the machine's or Slurm's
   hpc_submission_lock_note "job_submitter.sh --rerun $OPT_RERUN"
-  _rerun_submit_all "$J_SCRATCH_DIR/hpc_outputs/jobs/$J_SUBMISSION_ID-rerun"
+  _rerun_submit_all
   _rerun_record
 }

@@ -96,7 +96,8 @@ hpc_runs_check() {
 # another job now (a cluster whose Slurm started its numbers afresh, two clusters that
 # share $SCRATCH, numbers that wrapped around).
 hpc_runs_check_active() {
-  local ledger=$J_SCRATCH_DIR/hpc_outputs/jobs/submissions.tsv queued id name
+  local ledger queued id name
+  hpc_ledger_file_to ledger "$J_SCRATCH_DIR"
   local -A mine=() own=()
   local -a f
   [[ -r $ledger ]] && command -v squeue >/dev/null || return 0
@@ -127,7 +128,8 @@ hpc_runs_check_active() {
 # --resume-sweep runs beside its running points); an online sweep's agents (more of them
 # may join) only lock.
 hpc_runs_claim() {
-  local lock=$J_SCRATCH_DIR/hpc_outputs/jobs/.$J_EXP_NAME.lock
+  local lock
+  hpc_exp_lock_file_to lock "$J_SCRATCH_DIR" "$J_EXP_NAME"
   local fd=${HPC_SUBMISSION_LOCK_FD:-} holder=${HPC_SUBMISSION_HOLDER:-} made=0
   [[ -d ${lock%/*} ]] || mkdir -p -- "${lock%/*}" ||
     die "cannot create ${lock%/*}: check that \$SCRATCH is writable"
@@ -178,7 +180,8 @@ hpc_runs_fresh_plan_to() {
 # and keeps them (it does not come here).
 hpc_runs_results_plan_to() {
   local -n _move=$1
-  local from=$J_SCRATCH_DIR/$J_EXP_NAME/results ledger=$J_SCRATCH_DIR/hpc_outputs/jobs/submissions.tsv
+  local from=$J_SCRATCH_DIR/$J_EXP_NAME/results ledger
+  hpc_ledger_file_to ledger "$J_SCRATCH_DIR"
   local job="" when="" name to k
   local -a f
   _move=""

@@ -5,13 +5,12 @@
 # When no one can tell whether sbatch queued a chunk (no job id in its answer, squeue not
 # answering), nothing is removed: a queued job reads these files.
 
-# hpc_submission_paths STAMP: J_SCRIPT_PATH and J_COMMANDS_PATH for this submission (part
-# of the plan: prepare names them; a plan of several chunks adds -partK to the script).
+# hpc_submission_paths STAMP: this submission's id (EXP-STAMP), its home J_HOME (the folder
+# that holds everything about it: job_lib.sh's table names its files) and when it was made.
+# Part of the plan: prepare names them.
 hpc_submission_paths() {
-  local base=$J_SCRATCH_DIR/hpc_outputs/jobs/$J_EXP_NAME-$1
-  J_SCRIPT_PATH=$base.sbatch
-  J_COMMANDS_PATH=$base.commands
   J_SUBMISSION_ID=$J_EXP_NAME-$1 # names the submission in the ledger (ledger.sh)
+  hpc_home_dir_to J_HOME "$J_SCRATCH_DIR" "$J_SUBMISSION_ID"
   # When, from the stamp (YYYYmmdd-HHMMSS-PID): a run's record says it (runs.sh).
   J_SUBMITTED_AT=$1
   [[ ! $1 =~ ^([0-9]{4})([0-9]{2})([0-9]{2})-([0-9]{2})([0-9]{2})([0-9]{2}) ]] ||
@@ -38,24 +37,21 @@ _write_atomic_from() {
 # job (VENV_JOB) and these in one write.
 hpc_submit_plan() {
   local -n _submitted=$1
-  local venv_job=${2:-} commands_text k script args id prev="" log f why tasks sbatch_rc
+  local venv_job=${2:-} commands_text k script manifest args id prev="" log f why tasks sbatch_rc commands
   local -a _written=() _ids=()
   _submitted=()
-  [[ -d $J_SCRATCH_DIR/hpc_outputs/jobs ]] || mkdir -p -- "$J_SCRATCH_DIR/hpc_outputs/jobs" ||
-    die "cannot create $J_SCRATCH_DIR/hpc_outputs: check that \$SCRATCH is writable"
-  for k in "${!J_CHUNKS[@]}"; do
-    hpc_plan_script_path_to script "$k"
-    [[ ! -e $script ]] || die "$script already exists: submit again in a second"
-  done
-  [[ ! -e $J_COMMANDS_PATH ]] || die "$J_COMMANDS_PATH already exists: submit again in a second"
+  hpc_submission_home_make
+  hpc_home_path_to commands "$J_HOME" commands
   printf -v commands_text '%s\n' "${J_COMMANDS[@]}"
-  _write_atomic "$J_COMMANDS_PATH" "$commands_text"
-  _written=("$J_COMMANDS_PATH")
+  _write_atomic "$commands" "$commands_text"
+  _written=("$commands")
   hpc_plan_log_pattern_to log
   for k in "${!J_CHUNKS[@]}"; do
     hpc_plan_script_path_to script "$k"
+    hpc_home_plan_of_to manifest "$script"
+    _write_atomic_from "$manifest" hpc_plan_manifest "$k"
     _write_atomic_from "$script" hpc_plan_script "$k"
-    _written+=("$script")
+    _written+=("$manifest" "$script")
     hpc_plan_chunk_to f "$k"
     hpc_plan_sbatch_args_to args "$k" "$venv_job" "$prev"
     hpc_plan_chunk_tasks_to tasks "$k" # the ledger counts array tasks, not packed lines
@@ -82,7 +78,25 @@ hpc_submit_plan() {
     hpc_venv_local_record_job "$id"
   done
   hpc_ledger_flush
+  hpc_submission_home_keep
   _submitted=("${_ids[@]}")
+}
+
+# hpc_submission_home_make: make this submission's home, J_HOME (its id is new: a folder of
+# that name already there is refused, never shared), the folder of the homes if missing.
+# Removed again at exit unless a job was submitted (hpc_submission_home_keep).
+hpc_submission_home_make() {
+  local homes=${J_HOME%/*}
+  [[ -d $homes ]] || mkdir -p -- "$homes" ||
+    die "cannot create $homes: check that \$SCRATCH is writable"
+  [[ ! -e $J_HOME ]] || die "$J_HOME already exists: submit again in a second"
+  mkdir -- "$J_HOME" || die "cannot create $J_HOME: check that \$SCRATCH is writable"
+  hpc_remove_at_exit "$J_HOME"
+}
+
+# hpc_submission_home_keep: jobs are in (or may be): the home stays.
+hpc_submission_home_keep() {
+  [[ -z ${J_HOME:-} ]] || hpc_keep_at_exit "$J_HOME"
 }
 
 # hpc_sbatch_unsure_die SCRIPT [ID...]: sbatch's answer for SCRIPT held no job id and Slurm
@@ -91,6 +105,7 @@ hpc_submit_plan() {
 hpc_sbatch_unsure_die() {
   local script=$1
   shift
+  hpc_submission_home_keep
   # An offline sweep's folder too: a queued point's agent reads it.
   [[ -z ${HPC_SWEEP_WRITTEN_DIR:-} ]] || hpc_keep_at_exit "$HPC_SWEEP_WRITTEN_DIR"
   die "could not tell whether sbatch queued $script: its answer held no job id ($HPC_SBATCH_SAID) and squeue could not be asked. Every file is kept, since a queued job reads them${*:+; jobs $* are in}. Check with: squeue -u ${USER:-\$USER} -o '%A %o' (the job whose command is $script); if there is none, submit again"
@@ -112,7 +127,8 @@ hpc_print_submitted() {
       printf 'Submitted batch job %s\n' "${ids[0]}"
       printf '  log:    %s\n' "$log"
     fi
-    printf '  script: %s\n' "$J_SCRIPT_PATH"
+    hpc_plan_script_path_to script 0
+    printf '  script: %s\n' "$script"
     return 0
   fi
   for k in "${!ids[@]}"; do
@@ -130,7 +146,7 @@ hpc_print_submitted() {
   log=${log//%A/<job>}
   printf '  logs:   %s\n' "${log//%a/<index>}"
   if ((${#ids[@]} > 1)); then
-    printf '  scripts: %s-part1..%d.sbatch\n' "${J_SCRIPT_PATH%.sbatch}" "${#ids[@]}"
+    printf '  scripts: %s/job-part1..%d.sbatch\n' "$J_HOME" "${#ids[@]}"
   else
     hpc_plan_script_path_to script 0
     printf '  script: %s\n' "$script"

@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from hpc_toolkit.paths import Home
+
 _LINE = re.compile(
     r"attempt=([0-9]{1,6}) job=([0-9_]{1,40}|local) start=([0-9]{1,12}) end=([0-9]{1,12}|-)"
     r" outcome=([a-z-]{1,30}) exit=([0-9]{1,3}|-)"
@@ -86,9 +88,10 @@ class Attempt:
 
 
 def attempts_dir(exports: Mapping[str, str]) -> Path | None:
-    """The folder of a submission's attempts files, from its batch script's exports."""
-    commands = exports.get("HPC_COMMANDS_FILE", "")
-    return Path(commands.removesuffix(".commands") + ".attempts") if commands else None
+    """The folder of a submission's attempts files, from its plan's job variables (the
+    home they name: paths.py)."""
+    home = Home.of_exports(exports)
+    return home.path("attempts") if home is not None else None
 
 
 def read_attempts(path: Path) -> list[Attempt]:

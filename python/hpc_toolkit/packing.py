@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from hpc_toolkit.paths import Home, outputs_dir
+
 _OUTCOME = re.compile(
     r"state=([a-z]{1,20}) exit=([0-9]{1,3}|-) job=([0-9_]{1,40})"
     r"(?: attempt=([0-9]{1,6}))?(?: seconds=([0-9]{1,12}))?"
@@ -88,9 +90,9 @@ def packing_of(exports: Mapping[str, str], scratch: Path, exp_name: str) -> Pack
     k, total = int(k_text), int(total_text)
     if not 0 < k <= MAX_LINES_PER_JOB or total > 10**9:
         return None
-    commands = exports.get("HPC_COMMANDS_FILE", "")
-    output_dir = exports.get("HPC_OUTPUT_DIR", "") or str(scratch / "hpc_outputs")
+    home = Home.of_exports(exports)
+    output_dir = exports.get("HPC_OUTPUT_DIR", "") or str(outputs_dir(scratch))
     return Packing(
-        k, total, Path(commands.removesuffix(".commands") + ".lines"), Path(output_dir),
+        k, total, home.path("lines") if home is not None else Path(".lines"), Path(output_dir),
         exports.get("exp_name", "") or exp_name,
     )  # fmt: skip

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from hpc_toolkit.paths import Home
 from hpc_toolkit.submissions import read_script
 
 MAX_READ = 1 << 20  # one process's list: a path per line
@@ -20,9 +21,9 @@ SHOWN = 5  # paths named per line of `hpc status`
 
 
 def writes_dir(exports: Mapping[str, str]) -> Path | None:
-    """The folder of a submission's write lists, from its batch script's exports."""
-    commands = exports.get("HPC_COMMANDS_FILE", "")
-    return Path(commands.removesuffix(".commands") + ".writes") if commands else None
+    """The folder of a submission's write lists, from its plan's job variables."""
+    home = Home.of_exports(exports)
+    return home.path("writes") if home is not None else None
 
 
 def read_writes(folder: Path) -> dict[int, set[str]]:

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from hpc_toolkit import slurm
 from hpc_toolkit.packing import packing_of
+from hpc_toolkit.paths import Home, homes_dir
 from hpc_toolkit.slurm import FINISHED, Runner, query_tasks, run_command, slurm_conf_settings
 from hpc_toolkit.submissions import (
     SUBMISSION_ID,
@@ -97,13 +98,17 @@ def find_group(job_id: str, groups: list[Group]) -> Group:
 
 
 def _check_paths(scratch: Path, job: SlurmJob) -> None:
-    jobs_dir = scratch / "hpc_outputs" / "jobs"
+    jobs_dir = homes_dir(scratch)
     script = job.script_path
+    home = Home.of_script(script)
     # The ledger is a file anyone with access may edit: what it names must be one of the
-    # toolkit's own scripts before anything reads or resubmits it.
+    # toolkit's own scripts before anything reads or resubmits it: a home's job.sbatch or
+    # job-partN.sbatch, or an older version's jobs/EXP-STAMP.sbatch.
     if (
         not script.is_absolute()
-        or script.parent != jobs_dir
+        or (home.legacy and script.parent != jobs_dir)
+        or (not home.legacy and home.folder.parent != jobs_dir)
+        or not SUBMISSION_ID.fullmatch(home.folder.name)
         or not script.name.endswith(".sbatch")
         or ".." in script.parts
         or not SUBMISSION_ID.fullmatch(job.submission_id)

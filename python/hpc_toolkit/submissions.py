@@ -21,9 +21,18 @@ from datetime import datetime
 from functools import cached_property
 from pathlib import Path
 
+from hpc_toolkit.paths import (
+    HOMES,
+    LEDGER_NAME,
+    OUTPUTS,
+    ledger_file,
+    outputs_dir,
+    plan_of,
+    read_manifest,
+)
 from hpc_toolkit.slurm import JobRef, expand_range
 
-LEDGER = Path("hpc_outputs", "jobs", "submissions.tsv")
+LEDGER = Path(OUTPUTS, HOMES, LEDGER_NAME)
 # EXP-YYYYmmdd-HHMMSS-PID as ledger.sh writes it (the experiment name's characters).
 SUBMISSION_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+-]{0,200}")
 _ARRAY_LINE = re.compile(r'#SBATCH --array="?([0-9][0-9,\-:]*)(?:%([0-9]+))?"?\s*$')
@@ -69,7 +78,7 @@ class SlurmJob:
         """The log of array index `index` (None: a plain job)."""
         if not self.log:
             suffix = f"_{index}" if index is not None else ""
-            return scratch_dir / "hpc_outputs" / f"{self.exp_name}-{self.job_id}{suffix}.out"
+            return outputs_dir(scratch_dir) / f"{self.exp_name}-{self.job_id}{suffix}.out"
         return Path(self.log_text(scratch_dir, index))
 
     def log_text(self, scratch_dir: Path, index: int | None) -> str:
@@ -145,25 +154,16 @@ class Group:
 
 
 def _script_indices(j: SlurmJob) -> range | list[int]:
-    # A split array's indices need not start at 0 (a subset, --resume-sweep): the batch
-    # script's #SBATCH --array line says which. Plain arrays are 0..n-1. Only a regular
-    # file is read: the ledger can be edited (a fifo would hang the reader).
+    # A split array's indices need not start at 0 (a subset, --resume-sweep): the plan's
+    # --array says which. Plain arrays are 0..n-1. Only a regular file is read: the ledger
+    # can be edited (a fifo would hang the reader).
     if not j.script_path.is_file():
         return range(j.num_tasks)
     try:
-        with open(j.script_path, encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                m = re.match(r'#SBATCH --array="?([0-9,\-:]+)', line)
-                if m:
-                    got = expand_range(m[1])
-                    if len(got) == j.num_tasks:
-                        return got
-                    break
-                if not line.startswith("#"):
-                    break
-    except OSError:
-        pass
-    return range(j.num_tasks)
+        got = read_script(j.script_path).indices
+    except (OSError, ValueError):
+        return range(j.num_tasks)
+    return got if got is not None and len(got) == j.num_tasks else range(j.num_tasks)
 
 
 @dataclass(frozen=True)
@@ -184,14 +184,31 @@ _SCRIPTS: dict[Path, tuple[tuple[int, int], ScriptInfo]] = {}
 
 
 def read_script(path: Path) -> ScriptInfo:
-    """The `#SBATCH --array` indices and the `export NAME=VALUE` lines of a batch script."""
-    st = os.stat(path)
+    """The plan of a kept batch script: its array's indices and the job's variables, from
+    the manifest beside it (paths.py: job.plan). A script of an older version has none:
+    its `#SBATCH --array` line and `export NAME=VALUE` lines are read instead."""
+    plan = plan_of(path)
+    try:
+        st = os.stat(plan)
+        if not os.path.isfile(plan):
+            raise FileNotFoundError(plan)
+        reader = _read_manifest
+    except FileNotFoundError:
+        plan, reader = path, _read_script
+        st = os.stat(path)
     stamp = (st.st_mtime_ns, st.st_size)
-    kept = _SCRIPTS.get(path)
+    kept = _SCRIPTS.get(plan)
     if kept is None or kept[0] != stamp:
-        kept = _SCRIPTS[path] = (stamp, _read_script(path))
+        kept = _SCRIPTS[plan] = (stamp, reader(plan))
     info = kept[1]
     return ScriptInfo(None if info.indices is None else list(info.indices), dict(info.exports))
+
+
+def _read_manifest(path: Path) -> ScriptInfo:
+    values = read_manifest(path)
+    array = values.get("@array", "")
+    indices = expand_range(array.partition("%")[0]) if array else None
+    return ScriptInfo(indices, {k: v for k, v in values.items() if not k.startswith("@")})
 
 
 def _read_script(path: Path) -> ScriptInfo:
@@ -387,4 +404,4 @@ def find_scratch_dir(override: Path | None, environ: Mapping[str, str], cwd: Pat
 
 
 def ledger_path(scratch_dir: Path) -> Path:
-    return scratch_dir / LEDGER
+    return ledger_file(scratch_dir)

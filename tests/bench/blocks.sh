@@ -33,7 +33,7 @@ raw_three() {
 
 # The batch scripts job_submitter.sh wrote for the three blocks, for raw sbatch.
 bash hpc_files/job_submitter.sh --configs blocks.txt "${hold[@]}" >/dev/null
-mapfile -t scripts < <(find "$SCRATCH/project/hpc_outputs/jobs" -name "*-part[123].sbatch" | sort)
+mapfile -t scripts < <(find "$SCRATCH/project/hpc_outputs/jobs" -name "job-part[123].sbatch" | sort)
 ((${#scripts[@]} == 3)) || { echo "expected 3 batch scripts, found ${#scripts[@]}" >&2; exit 1; }
 scancel -n hpc_bench 2>/dev/null || true
 raw=() one=() blocks=()

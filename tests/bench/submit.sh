@@ -38,8 +38,8 @@ tool --configs one.txt -e hpc_bench_one >/dev/null
 tool --configs twenty.txt -e hpc_bench_20k >/dev/null
 cancel
 jobs=$SCRATCH/project/hpc_outputs/jobs
-script=$(find "$jobs" -name 'hpc_bench_one-*.sbatch' -print -quit)
-mapfile -t big_scripts < <(find "$jobs" -name 'hpc_bench_20k-*.sbatch' | sort)
+script=$(find "$jobs" -path '*/hpc_bench_one-*/job*.sbatch' -print -quit)
+mapfile -t big_scripts < <(find "$jobs" -path '*/hpc_bench_20k-*/job*.sbatch' | sort)
 raw_big() {
   local s
   for s in "${big_scripts[@]}"; do sbatch --parsable --hold "$s"; done

@@ -96,5 +96,5 @@ EOF
   [[ $stderr == *"Invalid feature specification"* ]]
   [[ $stderr == *"sbatch did not accept array 2 of 2"*"nothing was submitted (jobs "*" were cancelled)"* ]]
   [ -z "$(squeue -h -n bad -t PENDING,RUNNING -o %i)" ]
-  [ -z "$(find "$SCRATCH" -name '*.sbatch' -o -name '*.commands' -o -name submissions.tsv)" ]
+  [ -z "$(find "$SCRATCH" -name '*.sbatch' -o -name commands -o -name submissions.tsv)" ]
 }

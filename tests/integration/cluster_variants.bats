@@ -29,7 +29,7 @@ no_submission() {
   submit --exp-name ver --time 5
   wait_job "$JOB_ID"
   [ "$(job_state "$JOB_ID")" = COMPLETED ]
-  grep -qxF "export HPC_SLURM_VERSION='$version'" "$SCRATCH"/proj/hpc_outputs/jobs/ver-*.sbatch
+  grep -qxF "export HPC_SLURM_VERSION='$version'" "$SCRATCH"/proj/hpc_outputs/jobs/ver-*/job.sbatch
   grep -q "Slurm $version\$" "$(job_log "$JOB_ID" ver)"
   [ "$(field "$SCRATCH/proj/ver/checkpoints/ver.json" 'd["env"]["HPC_SLURM_VERSION"]')" = "$version" ]
 }

@@ -34,7 +34,7 @@ git_init() {
   ! grep -q 'new code' "$log" || false
   commit=$(git -C "$PROJECT" rev-parse HEAD)
   grep -q "code: git commit $commit, run from $SCRATCH/proj/hpc_outputs/snapshots/" "$log"
-  record=$(find "$SCRATCH/proj/hpc_outputs/jobs" -name 'snap-*.git')
+  record=$(find "$SCRATCH/proj/hpc_outputs/jobs" -path '*/snap-*/code.git')
   cat "$record"
   grep -qx "commit: $commit" "$record"
   grep -qx "branch: $(git -C "$PROJECT" symbolic-ref --short HEAD)" "$record"
@@ -55,7 +55,7 @@ git_init() {
   grep -q "code: git commit $(git -C "$PROJECT" rev-parse HEAD), run from $PROJECT " \
     "$SCRATCH/proj/hpc_outputs/plain-$JOB_ID.out"
   [ ! -e "$SCRATCH/proj/hpc_outputs/snapshots" ]
-  [ -z "$(find "$SCRATCH/proj/hpc_outputs/jobs" -name 'plain-*.diff')" ] # clean tree: no diff
+  [ -z "$(find "$SCRATCH/proj/hpc_outputs/jobs" -path '*/plain-*/code.diff')" ] # clean tree: no diff
 }
 
 @test "no git: the job runs, nothing is recorded, its log says so; --snapshot is refused" {
@@ -63,7 +63,7 @@ git_init() {
   [ -z "$stderr" ]
   wait_job "$JOB_ID"
   [ "$(job_state "$JOB_ID")" = COMPLETED ]
-  [ -z "$(find "$SCRATCH/proj/hpc_outputs/jobs" -name '*.git')" ]
+  [ -z "$(find "$SCRATCH/proj/hpc_outputs/jobs" -name code.git)" ]
   grep -q "code: not recorded ($PROJECT was not in a git repository with a commit at submission)" \
     "$SCRATCH/proj/hpc_outputs/nogit-$JOB_ID.out"
   run --separate-stderr submitter --exp-name nogit2 --snapshot

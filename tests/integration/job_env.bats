@@ -143,8 +143,8 @@ EOF2
   wait_job "$JOB_ID" 180
   [ "$(job_state "$JOB_ID")" = COMPLETED ]
   grep -q 'the line ran' "$(job_log "$JOB_ID" wrapped)"
-  [ -n "$(find "$SCRATCH/proj/hpc_outputs/jobs" -name 'wrapped-*.sbatch')" ]
-  [ -n "$(find "$SCRATCH/proj/hpc_outputs/jobs" -name 'wrapped-*.commands')" ]
+  [ -n "$(find "$SCRATCH/proj/hpc_outputs/jobs" -path '*/wrapped-*/job*.sbatch')" ]
+  [ -n "$(find "$SCRATCH/proj/hpc_outputs/jobs" -path '*/wrapped-*/commands')" ]
   [ "$(cut -f2 "$SCRATCH/proj/hpc_outputs/jobs/submissions.tsv")" = "$JOB_ID" ]
 }
 

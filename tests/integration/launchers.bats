@@ -51,7 +51,7 @@ json() {
   log=$(job_log "$JOB_ID" tr)
   grep -qF -- "command: torchrun --nnodes=2 --nproc-per-node=2 --rdzv-backend=c10d $pattern" "$log"
   grep -q -- "MASTER_ADDR=127.0.0.1 MASTER_PORT=" "$log"
-  grep -qF -- "$pattern" "$SCRATCH"/proj/hpc_outputs/jobs/tr-*.commands
+  grep -qF -- "$pattern" "$SCRATCH"/proj/hpc_outputs/jobs/tr-*/commands
 }
 
 @test "torchrun on one node runs --standalone" {

@@ -22,7 +22,7 @@ SH
 # outcomes SUBMISSION_GLOB: "INDEX FIELDS" per line outcome file, sorted by index.
 outcomes() {
   local f
-  for f in "$SCRATCH"/proj/hpc_outputs/jobs/*.lines/*; do
+  for f in "$SCRATCH"/proj/hpc_outputs/jobs/*/lines/*; do
     printf '%s %s\n' "${f##*/}" "$(cat "$f")"
   done | sort -n
 }

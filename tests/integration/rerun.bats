@@ -110,7 +110,8 @@ setup() {
   [[ $stderr == *"1 task(s) of submission busy-"*"are still queued or running: task 0 (${first}_0 RUNNING)."* ]]
   [[ $stderr == *"Wait until they end (hpc status $first), or cancel them (hpc cancel $first), then run --rerun $first again"* ]]
   [ "$(wc -l <"$LEDGER")" -eq "$lines_before" ]
-  [ "$(find "$SCRATCH/proj/hpc_outputs/jobs" -name '*-rerun*' | wc -l)" -eq 0 ]
+  # no home but those the ledger names (a rerun's would be a new one)
+  [ "$(find "$SCRATCH/proj/hpc_outputs/jobs" -mindepth 1 -maxdepth 1 -type d | wc -l)" -eq "$(cut -f6 "$LEDGER" | sort -u | wc -l)" ]
   touch "$SCRATCH/go" "$SCRATCH/fixed.2"
   wait_job "$first" 120 3
   submit --rerun "$first"
@@ -197,7 +198,7 @@ EOF
   wait_job "$first" 120 2
   local script commands
   script=$(head -1 "$LEDGER" | cut -f5)
-  commands=${script%.sbatch}.commands
+  commands=${script%/*}/commands
   cp "$LEDGER" "$BATS_TEST_TMPDIR/ledger.orig"
 
   # The commands file edited after the submission (its time set to an hour later).
@@ -257,7 +258,8 @@ EOF
   # The only job of this experiment since the test began is the original (other test
   # files may be using the cluster meanwhile).
   [ "$(jobs_named edit "$start")" = "$first" ]
-  [ "$(find "$SCRATCH/proj/hpc_outputs/jobs" -name '*-rerun*' | wc -l)" -eq 0 ]
+  # no home but those the ledger names (a rerun's would be a new one)
+  [ "$(find "$SCRATCH/proj/hpc_outputs/jobs" -mindepth 1 -maxdepth 1 -type d | wc -l)" -eq "$(cut -f6 "$LEDGER" | sort -u | wc -l)" ]
   cmp "$LEDGER" "$BATS_TEST_TMPDIR/ledger.orig"
 }
 
@@ -277,5 +279,5 @@ EOF
   [ "$(cat "$SCRATCH/ran.1")" = "$(printf '1\n1\n')" ]
   local i
   for i in 0 2 3 4; do [ "$(cat "$SCRATCH/ran.$i")" = "$i" ]; done
-  grep -q "^export HPC_RERUN_OF=" "$SCRATCH/proj/hpc_outputs/jobs/"*-rerun.sbatch
+  grep -q "^export HPC_RERUN_OF=" "$(tail -1 "$SCRATCH/proj/hpc_outputs/jobs/submissions.tsv" | cut -f5)"
 }

@@ -24,8 +24,8 @@ EOF2
   export HPC_STAGING_KEEP_MIN=0
   submit --cluster local --exp-name first --time 5 --data datasets --sbatch-option=--hold
   local first=$JOB_ID first_archive first_sha
-  first_archive=$(sed -n "s/^export HPC_DATA_ARCHIVE='\\(.*\\)'$/\\1/p" "$DATA"/hpc_outputs/jobs/first-*.sbatch)
-  first_sha=$(sed -n "s/^export HPC_DATA_SHA='\\(.*\\)'$/\\1/p" "$DATA"/hpc_outputs/jobs/first-*.sbatch)
+  first_archive=$(sed -n "s/^export HPC_DATA_ARCHIVE='\\(.*\\)'$/\\1/p" "$DATA"/hpc_outputs/jobs/first-*/job.sbatch)
+  first_sha=$(sed -n "s/^export HPC_DATA_SHA='\\(.*\\)'$/\\1/p" "$DATA"/hpc_outputs/jobs/first-*/job.sbatch)
   printf 'x' >"$DATA/datasets/many/f201"
   submit --cluster local --exp-name second --time 5 --data datasets
   local second=$JOB_ID
@@ -62,7 +62,7 @@ EOF2
   [ "$(cat "$DATA/two/checkpoints/report.txt")" = files=200 ]
   [ ! -e "$pwned" ]
   # The kept batch script, edited and resubmitted by hand.
-  script=$(ls "$DATA"/hpc_outputs/jobs/two-*.sbatch)
+  script=$(ls "$DATA"/hpc_outputs/jobs/two-*/job.sbatch)
   sed -i "s|^export HPC_DATA_BYTES=.*|export HPC_DATA_BYTES='x[\$(touch $pwned)]'|" "$script"
   JOB_ID=$(cd "$PROJECT" && sbatch --parsable "$script")
   JOB_ID=${JOB_ID%%;*}

@@ -168,6 +168,42 @@ def test_status_attempts(runner: CliRunner, stub: Stub, scratch: Path) -> None:
     }  # fmt: skip
 
 
+def test_status_reads_a_home_beside_an_older_versions_files(
+    runner: CliRunner, stub: Stub, scratch: Path
+) -> None:
+    # Submission 1002 was made before homes (_attempts: files side by side in jobs/); a
+    # new one, 1004, has its home: script, manifest (its array starts at 5), attempts.
+    stub("sacct", SACCT + "1004_5|FAILED|2:0|00:00:01|node1\n1004_6|COMPLETED|0:0|00:00:01|node1\n")
+    _attempts(scratch)
+    jobs = scratch / "hpc_outputs" / "jobs"
+    home = jobs / "new-20240503-100000-4-ab12"
+    (home / "attempts").mkdir(parents=True)
+    # The script says nothing hpc reads: the manifest is the plan.
+    (home / "job.sbatch").write_text("#!/bin/bash\n#SBATCH --array=0-1\n")
+    (home / "job.plan").write_text(
+        f"# the plan\n@job_name\tnew\n@array\t5-6\nHPC_HOME\t{home}\n"
+        f"HPC_COMMANDS_FILE\t{home}/commands\n"
+    )
+    (home / "attempts" / "5").write_text(
+        "attempt=1 job=1004_5 start=1 end=2 outcome=failed exit=2\n"
+    )
+    with open(jobs / "submissions.tsv", "a") as fh:
+        fh.write(
+            f"2024-05-03T10:00:00+0000\t1004\tnew\t2\t{home}/job.sbatch\t{home.name}\tjob\t0"
+            f"\t{scratch}/hpc_outputs/new-%A_%a.out\t\t\t\n"
+        )
+    result = runner.invoke(app, ["status", "1004", "--json"])
+    assert result.exit_code == 0, result.stderr
+    (sub,) = json.loads(result.stdout)["submissions"]
+    tasks = {t["task"]: t for t in sub["tasks"]}
+    assert sorted(tasks) == [5, 6]
+    assert tasks[5]["attempts"] == 1 and tasks[5]["attempt_list"][0]["outcome"] == "failed"
+    assert tasks[6]["attempts"] == 0 and tasks[6]["state"] == "COMPLETED"
+    old = runner.invoke(app, ["status", "1002_2"])
+    assert old.exit_code == 0, old.stderr
+    assert "4: warned and requeued" in old.stdout.splitlines()[3]
+
+
 def test_status_attempt_running(runner: CliRunner, stub: Stub, scratch: Path) -> None:
     stub("sacct", SACCT)
     folder = _attempts(scratch)

@@ -50,7 +50,7 @@ script_of() {
   commands=$(sed -n "s/^export HPC_COMMANDS_FILE='\(.*\)'$/\1/p" <(script_of 3))
   [ "$(wc -l <"$commands")" -eq 2500 ]
   grep -qF "$commands" <(script_of 1)
-  [ "$(find "$SCRATCH/proj/hpc_outputs/jobs" -name 'big-*-part*.sbatch' | wc -l)" -eq 3 ]
+  [ "$(find "$SCRATCH/proj/hpc_outputs/jobs" -path '*/big-*/job-part*.sbatch' | wc -l)" -eq 3 ]
   [ "$(cut -f2,4 "$SCRATCH/proj/hpc_outputs/jobs/submissions.tsv")" = $'4242\t1001\n4243\t1001\n4244\t498' ]
   # Without a cap the arrays are independent.
   [ "$(grep -c -- '--dependency' "$SBATCH_STUB_LOG")" = 0 ]
@@ -134,7 +134,7 @@ EOF
   [ "$status" -eq 0 ]
   [[ $output == *"# Submitted as 3 array(s) (MaxArraySize 1001); the script below is the first:"* ]]
   [[ $output == *"#   array 2: --array=0-1000, HPC_TASK_OFFSET=1001: 1001 task(s), 1001-2001"* ]]
-  [[ $output == *"sbatch --parsable $SCRATCH/proj/hpc_outputs/jobs/default-"*"-part1.sbatch"* ]]
+  [[ $output == *"sbatch --parsable $SCRATCH/proj/hpc_outputs/jobs/default-"*"/job-part1.sbatch"* ]]
   [ "$(sbatch_calls)" -eq 0 ]
   scratch_is_empty
 }

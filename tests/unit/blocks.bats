@@ -63,8 +63,8 @@ EOF
   # No offsets: array index i is command i (HPC_TASK_INDEX, logs, results).
   run ! grep -q HPC_TASK_OFFSET <(script_of 1) <(script_of 2) <(script_of 3)
   local jobs=$SCRATCH/proj/hpc_outputs/jobs commands
-  [ "$(find "$jobs" -name '*.commands' | wc -l)" -eq 1 ]
-  commands=$(find "$jobs" -name '*.commands')
+  [ "$(find "$jobs" -name commands | wc -l)" -eq 1 ]
+  commands=$(find "$jobs" -name commands)
   [ "$(sed -n 4p "$commands")" = "python examples/train.py --model huge" ]
   [ "$(wc -l <"$commands")" -eq 5 ]
   grep -qxF "export HPC_COMMANDS_FILE='$commands'" <(script_of 2)
@@ -113,7 +113,7 @@ EOF
     >"$PROJECT/c.txt"
   run --separate-stderr submitter --configs c.txt -d lightning --nodes-arg num_nodes --devices-arg devices -e x
   [ "$status" -eq 0 ] || { echo "$stderr"; return 1; }
-  [ "$(cat "$SCRATCH"/proj/hpc_outputs/jobs/x-*.commands)" = "$(printf '%s\n' \
+  [ "$(cat "$SCRATCH"/proj/hpc_outputs/jobs/x-*/commands)" = "$(printf '%s\n' \
     'python examples/train.py --x 1 --num_nodes 1 --devices 1' \
     'python examples/train.py --x 2 --num_nodes 2 --devices 2')" ]
 }
@@ -291,8 +291,8 @@ EOF
   printf 'numpy\n' >"$PROJECT/requirements.txt"
   run --separate-stderr submitter --dry-run --cpus 8 --max-parallel 2 --setup-venv -e x
   [ "$status" -eq 0 ] || { echo "$stderr"; return 1; }
-  [[ $output == *"sbatch --parsable --dependency=afterok:\<venv\ job\ id\> --kill-on-invalid-dep=yes $SCRATCH/proj/hpc_outputs/jobs/x-"*"-part1.sbatch"* ]]
-  [[ $output == *"sbatch --parsable --dependency=afterok:\<venv\ job\ id\>\\,afterany:\<array\ 2\> --kill-on-invalid-dep=yes $SCRATCH/proj/hpc_outputs/jobs/x-"*"-part3.sbatch"* ]]
+  [[ $output == *"sbatch --parsable --dependency=afterok:\<venv\ job\ id\> --kill-on-invalid-dep=yes $SCRATCH/proj/hpc_outputs/jobs/x-"*"/job-part1.sbatch"* ]]
+  [[ $output == *"sbatch --parsable --dependency=afterok:\<venv\ job\ id\>\\,afterany:\<array\ 2\> --kill-on-invalid-dep=yes $SCRATCH/proj/hpc_outputs/jobs/x-"*"/job-part3.sbatch"* ]]
   [[ $output == *'#SBATCH --array="0,4%2"'* ]]
   [ "$(sbatch_calls)" -eq 0 ]
   scratch_is_empty

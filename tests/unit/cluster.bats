@@ -72,6 +72,23 @@ setup() {
   [ "$rc" = 3 ]
 }
 
+@test "a job of this version leaves its finished marker in its submission's home: another home's job of the same number is not stale" {
+  export SLURM_JOB_ID=88 HPC_OUTPUT_DIR=$BATS_TEST_TMPDIR/out SLURM_RESTART_COUNT=0
+  local rc old=$BATS_TEST_TMPDIR/out/jobs/old-1 new=$BATS_TEST_TMPDIR/out/jobs/new-2
+  mkdir -p "$old" "$new"
+  HPC_HOME=$old HPC_SUBMISSION_ID=old-1 HPC_SLURM_VERSION=24.11.5 hpc_slurm_job_finished 3
+  [ "$(cat "$old/finished.88")" = "3 0" ]
+  [ -z "$(find "$BATS_TEST_TMPDIR/out" -name '.hpc_finished*')" ] # nothing beside the homes
+  # An array task's marker names the array and the task.
+  SLURM_ARRAY_JOB_ID=90 SLURM_ARRAY_TASK_ID=4 HPC_HOME=$old HPC_SLURM_VERSION=24.11.5 hpc_slurm_job_finished 0
+  [ "$(cat "$old/finished.90_4")" = "0 0" ]
+  # The new submission's job 88 (its own home), requeued: attempt 2 runs.
+  SLURM_RESTART_COUNT=1
+  ! HPC_HOME=$new HPC_SUBMISSION_ID=new-2 hpc_slurm_stale_attempt_to rc || false
+  HPC_HOME=$old HPC_SUBMISSION_ID=old-1 hpc_slurm_stale_attempt_to rc
+  [ "$rc" = 3 ]
+}
+
 @test "the preemption watch: auto starts it only where Slurm said the job can be preempted" {
   local w
   # shellcheck disable=SC2034 # read by hpc_preempt_watch_to

@@ -99,8 +99,8 @@ refused_hard() {
   run --separate-stderr submitter --configs c.txt -d lightning -N 2 --gpus 2 \
     --nodes-arg num_nodes --devices-arg devices -e x
   [ "$status" -eq 0 ]
-  [ "$(cat "$SCRATCH"/proj/hpc_outputs/jobs/x-*.commands)" = "$cmds" ]
-  run ! grep -q 'HPC_NODES_ARG\|HPC_DEVICES_ARG' "$SCRATCH"/proj/hpc_outputs/jobs/x-*.sbatch
+  [ "$(cat "$SCRATCH"/proj/hpc_outputs/jobs/x-*/commands)" = "$cmds" ]
+  run ! grep -q 'HPC_NODES_ARG\|HPC_DEVICES_ARG' "$SCRATCH"/proj/hpc_outputs/jobs/x-*/job.sbatch
 }
 
 @test "a relative WANDB_API_KEY_FILE is made absolute: the job finds the key from any folder" {
@@ -108,7 +108,7 @@ refused_hard() {
   (cd "$PROJECT/sub" && WANDB_API_KEY=secret WANDB_API_KEY_FILE=keys/wandb \
     bash ../hpc_files/job_submitter.sh -e x) >/dev/null
   [ "$(cat "$PROJECT/sub/keys/wandb")" = secret ]
-  grep -qxF "export HPC_WANDB_KEY_FILE='$PROJECT/sub/keys/wandb'" "$SCRATCH"/proj/hpc_outputs/jobs/x-*.sbatch
+  grep -qxF "export HPC_WANDB_KEY_FILE='$PROJECT/sub/keys/wandb'" "$SCRATCH"/proj/hpc_outputs/jobs/x-*/job.sbatch
 }
 
 @test "the cluster's MaxJobCount comes from scontrol show config, once; above it is refused" {

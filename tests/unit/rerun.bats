@@ -3,6 +3,7 @@
 # options that go with it, bad ids, the script copy, the plan's fields checked again in
 # bash, sbatch refusing. The real cluster: tests/integration/rerun.bats.
 
+# shellcheck disable=SC2030,SC2031 # each @test runs in a subshell of its own: copy is set per test
 load ../helpers/common
 load ../helpers/hostile_state
 
@@ -78,11 +79,23 @@ five_submitted() {
   local copy
   copy=$(sed -n 2p "$SBATCH_STUB_LOG")
   [ "$(sed -n 1p "$SBATCH_STUB_LOG")" = --parsable ]
-  [[ $copy == "$SCRATCH/proj/hpc_outputs/jobs/five-"*-rerun.sbatch ]]
+  # The copy is in the rerun's own home, with its manifest: only the array and
+  # HPC_RERUN_OF differ from the original's.
+  [[ $copy == "$SCRATCH/proj/hpc_outputs/jobs/five-"*/job.sbatch ]]
+  [ "${copy%/*}" != "${original%/*}" ]
   run diff "$original" "$copy"
   [ "$(grep -c '^[<>]' <<<"$output")" -eq 4 ]
   [[ $output == *'> #SBATCH --array="1,3"'* ]]
   [[ $output == *"> export HPC_RERUN_OF='five-"* ]]
+  run diff "${original%/*}/job.plan" "${copy%/*}/job.plan"
+  [ "$(grep -c '^[<>]' <<<"$output")" -eq 3 ]
+  [[ $output == *$'> @array\t1,3'* ]]
+  [[ $output == *$'> HPC_RERUN_OF\tfive-'* ]]
+  [ "$(ls "${copy%/*}")" = "$(printf '%s\n' job.plan job.sbatch)" ]
+  # hpc reads the rerun's tasks from its manifest: indices 1 and 3.
+  [ "$(PYTHONPATH=$REPO_ROOT/python python3 -c 'import sys; from pathlib import Path
+from hpc_toolkit.submissions import read_script
+print(read_script(Path(sys.argv[1])).indices)' "$copy")" = "[1, 3]" ]
   # The ledger: the rerun's line, twelve fields, rerun_of = the original's submission id
   # (one field a line: read -a would merge the empty ones, tabs being IFS whitespace).
   [ "$(wc -l <"$LEDGER")" -eq 2 ]

@@ -61,8 +61,8 @@ squeue_says() {
   echo "$output$stderr"
   [ "$status" -eq 0 ]
   [[ $output == *"Submitted batch job 4242 (array of 2 tasks"* ]]
-  [ "$(find "$SCRATCH/proj/hpc_outputs/jobs" -name 'w-*.sbatch' | wc -l)" -eq 1 ]
-  [ "$(find "$SCRATCH/proj/hpc_outputs/jobs" -name 'w-*.commands' | wc -l)" -eq 1 ]
+  [ "$(find "$SCRATCH/proj/hpc_outputs/jobs" -path '*/w-*/job*.sbatch' | wc -l)" -eq 1 ]
+  [ "$(find "$SCRATCH/proj/hpc_outputs/jobs" -path '*/w-*/commands' | wc -l)" -eq 1 ]
   [ "$(cut -f2 "$SCRATCH/proj/hpc_outputs/jobs/submissions.tsv")" = 4242 ]
 }
 
@@ -73,8 +73,8 @@ squeue_says() {
   echo "$stderr"
   [ "$status" -eq 1 ]
   [[ $stderr == *"could not tell whether sbatch queued"*"Every file is kept"*"squeue -u"* ]]
-  [ "$(find "$SCRATCH/proj/hpc_outputs/jobs" -name 'w-*.sbatch' | wc -l)" -eq 1 ]
-  [ "$(find "$SCRATCH/proj/hpc_outputs/jobs" -name 'w-*.commands' | wc -l)" -eq 1 ]
+  [ "$(find "$SCRATCH/proj/hpc_outputs/jobs" -path '*/w-*/job*.sbatch' | wc -l)" -eq 1 ]
+  [ "$(find "$SCRATCH/proj/hpc_outputs/jobs" -path '*/w-*/commands' | wc -l)" -eq 1 ]
 }
 
 @test "no id in an answer of exit 0: Slurm is asked by the script; its job counts as submitted" {
@@ -83,7 +83,7 @@ squeue_says() {
   cat >"$BATS_TEST_TMPDIR/wrap/squeue" <<SQUEUE
 #!/usr/bin/env bash
 echo "17 /somewhere/else.sbatch"
-for f in "$SCRATCH"/proj/hpc_outputs/jobs/w-*.sbatch; do echo "991 \$f"; done
+for f in "$SCRATCH"/proj/hpc_outputs/jobs/w-*/job.sbatch; do echo "991 \$f"; done
 SQUEUE
   chmod +x "$BATS_TEST_TMPDIR/wrap/squeue"
   run --separate-stderr submitter -e w

@@ -24,10 +24,56 @@ setup() {
   [ -f "$script" ]
   grep -qx '#SBATCH --array="0-1"' "$script"
   cmp "$script" "$SBATCH_STUB_LOG.script.1"
-  [ "$(cat "${script%.sbatch}.commands")" = "$(cat "$PROJECT/experiment_configurations.txt")" ]
+  [ "$(cat "${script%/*}/commands")" = "$(cat "$PROJECT/experiment_configurations.txt")" ]
   [ "${lines[0]}" = "Submitted batch job 4242 (array of 2 tasks, 0-1)" ]
   [ "${lines[1]}" = "  logs:   $SCRATCH/proj/hpc_outputs/base-4242_<task>.out" ]
   [ "${lines[2]}" = "  script: $script" ]
+}
+
+@test "a submission's home holds its script, manifest and commands; the manifest is what the script exports" {
+  # Values a manifest must carry whole: quotes, a $( ), unicode (a backslash, a tab and a
+  # newline: tests/python/test_paths.py; Slurm's --output refuses them in $SCRATCH).
+  # shellcheck disable=SC2016 # a literal $( ) in the path
+  export SCRATCH=$BATS_TEST_TMPDIR/'sc "r" $(x) it'"'"'s é'
+  mkdir -p "$SCRATCH"
+  run --separate-stderr submitter --exp-name base --cluster local --max-parallel 1
+  [ "$status" -eq 0 ] || { echo "$stderr"; return 1; }
+  local script home name value plan got
+  script=$(sed -n 2p "$SBATCH_STUB_LOG")
+  home=${script%/*}
+  [ "$script" = "$home/job.sbatch" ]
+  [[ ${home##*/} == base-* ]]
+  [ "${home%/*}" = "$SCRATCH/proj/hpc_outputs/jobs" ]
+  # The ledger names the home's script and the home's id.
+  [ "$(cut -f5,6 "$SCRATCH/proj/hpc_outputs/jobs/submissions.tsv")" = "$script"$'\t'"${home##*/}" ]
+  [ "$(cd "$home" && ls)" = "$(printf '%s\n' commands job.plan job.sbatch)" ]
+  plan=$home/job.plan
+  grep -qxF $'@array\t0-1%1' "$plan"
+  grep -qxF $'@job_name\tbase' "$plan"
+  # Every job variable of the manifest is the batch script's export, value for value.
+  # shellcheck disable=SC2016 # the inner script's text
+  got=$(env -i bash -c 'source "$1"; set -e
+    eval "$(grep "^export " "$2")"
+    n=0
+    while IFS=$'"'"'\t'"'"' read -r name value; do
+      [[ $name != [@#]* && -n $name ]] || continue
+      hpc_manifest_unescape_to value "$value"
+      [[ ${!name-unset} == "$value" ]] || { echo "$name differs"; exit 1; }
+      n=$((n + 1))
+    done <"$3"
+    [[ $n == $(grep -c "^export " "$2") ]] || { echo "$n of the exports"; exit 1; }
+    echo same' _ "$REPO_ROOT/virtual_env_hpc_files/job_lib.sh" "$script" "$plan")
+  [ "$got" = same ]
+  grep -qxF "export HPC_HOME=$(printf '%s' "$home" | sed "s/'/'\\\\''/g; s/^/'/; s/$/'/")" "$script"
+}
+
+@test "a home already there is refused, never shared; a refused submission leaves no home" {
+  run bash -c 'source "$1/hpc_files/job_submitter.sh"; J_HOME=$2; hpc_submission_home_make' _ "$REPO_ROOT" "$BATS_TEST_TMPDIR"
+  [ "$status" -ne 0 ]
+  [[ $output == *"$BATS_TEST_TMPDIR already exists: submit again in a second"* ]]
+  SBATCH_STUB_FAIL="Invalid account" run --separate-stderr submitter -e x
+  [ "$status" -ne 0 ]
+  [ -z "$(find "$SCRATCH/proj/hpc_outputs/jobs" -mindepth 1)" ]
 }
 
 @test "a single command is a plain job with its log path printed" {
@@ -104,7 +150,7 @@ setup() {
   submitter -e q --configs c.txt >/dev/null
   local script
   script=$(sed -n 2p "$SBATCH_STUB_LOG")
-  cmp "${script%.sbatch}.commands" "$PROJECT/c.txt"
+  cmp "${script%/*}/commands" "$PROJECT/c.txt"
 }
 
 @test "any job: WANDB_API_KEY goes to a mode-600 key file, not to Slurm; the script names the file" {

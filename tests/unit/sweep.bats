@@ -23,7 +23,7 @@ sweep_file() {
 commands_of() {
   local script
   script=$(grep -v '^--' "$SBATCH_STUB_LOG" | grep '\.sbatch$' | sed -n "${1}p")
-  cat "${script%.sbatch}.commands"
+  cat "${script%/*}/commands"
 }
 
 GRID='program: examples/sweep_train.py

@@ -34,6 +34,7 @@
 #   hpc_load_modules              module load $HPC_MODULES
 #   hpc_env_default_signal_settle HPC_ENV_DEFAULT_SIGNAL (exported): yes when this node's env
 #                                 can reset signals to their default (run_line.sh)
+#   hpc_dir_has_file DIR          DIR holds a file at any depth (an empty DIR: no process)
 #   is_size VALUE                 digits only, at most 18 (safe in bash arithmetic)
 #   human_bytes_to VAR BYTES      "512 B", "8.0 KiB", "1.5 GiB"
 
@@ -67,6 +68,8 @@ hpc_job_lib_loaded() { :; }
 #                               the prefix, JOB is added: 123 or 123_4)
 #   rerun_lock rerun.lock       held while this submission is rerun (rerun.sh)
 #   interactive_rc interactive.rc  an --interactive session's shell start (local.sh)
+#   node_env  node_env.NODE     what a node's env can do, found by the first task there
+#                               (hpc_env_default_signal_settle; the key names the prefix)
 # The logs stay in hpc_outputs/ (EXP-JOB.out, where researchers look); each chunk's
 # manifest names their pattern (@log), as the ledger does.
 # Submissions made before homes (hpc_outputs/jobs/EXP-STAMP.sbatch, .commands, ...) are
@@ -111,10 +114,10 @@ hpc_exp_lock_file_to() {
 
 hpc_home_path_to() {
   local -n _hp=$1
-  local part=${4:+-part$4}
+  local _hp_part=${4:+-part$4}
   case $3 in
-    script) _hp=$2/job$part.sbatch ;;
-    plan) _hp=$2/job$part.plan ;;
+    script) _hp=$2/job$_hp_part.sbatch ;;
+    plan) _hp=$2/job$_hp_part.plan ;;
     commands) _hp=$2/commands ;;
     code) _hp=$2/code.git ;;
     diff) _hp=$2/code.diff ;;
@@ -124,6 +127,7 @@ hpc_home_path_to() {
     finished) _hp=$2/finished. ;;
     rerun_lock) _hp=$2/rerun.lock ;;
     interactive_rc) _hp=$2/interactive.rc ;;
+    node_env) _hp=$2/node_env. ;;
     *) return 1 ;;
   esac
 }
@@ -141,12 +145,12 @@ hpc_job_path_to() {
     hpc_home_path_to _jp "$HPC_HOME" "$2"
     return
   fi
-  local base=${HPC_COMMANDS_FILE%.commands}
+  local _jp_base=${HPC_COMMANDS_FILE%.commands}
   case $2 in
     commands) _jp=$HPC_COMMANDS_FILE ;;
-    code) _jp=$base.git ;;
-    diff) _jp=$base.diff ;;
-    attempts | lines | writes) _jp=$base.$2 ;;
+    code) _jp=$_jp_base.git ;;
+    diff) _jp=$_jp_base.diff ;;
+    attempts | lines | writes) _jp=$_jp_base.$2 ;;
     finished) _jp=${HPC_OUTPUT_DIR:-${scratch_dir:-.}/$HPC_OUTPUTS_NAME}/$HPC_HOMES_NAME/.hpc_finished.${HPC_SUBMISSION_ID:+$HPC_SUBMISSION_ID.} ;;
     *) return 1 ;;
   esac
@@ -173,11 +177,11 @@ hpc_manifest_unescape_to() {
 
 hpc_manifest_get_to() {
   local -n _mg=$1
-  local name value
+  local _mg_name _mg_value # (prefixed: a caller's VAR named value must not be these)
   [[ -f $2 && -r $2 ]] || return 1
-  while IFS=$'\t' read -r name value; do
-    [[ $name == "$3" ]] || continue
-    hpc_manifest_unescape_to _mg "$value"
+  while IFS=$'\t' read -r _mg_name _mg_value; do
+    [[ $_mg_name == "$3" ]] || continue
+    hpc_manifest_unescape_to _mg "$_mg_value"
     return 0
   done <"$2"
   return 1
@@ -395,7 +399,7 @@ _hpc_chain_walk_to() {
     if [[ $rest == */* ]]; then rest=${rest#*/}; else rest=""; fi
     [[ ${p##*/} == "" ]] || paths+=("$p")
   done
-  me=$EUID my_group=$(id -un)
+  me=$EUID my_group="" # (asked of id only for a folder its group may write: rare)
   while read -r uid gid mode owner group type; do
     p=${paths[i++]}
     if [[ $uid != 0 && $uid != "$me" ]]; then
@@ -407,6 +411,7 @@ _hpc_chain_walk_to() {
     if ((mode & 8#1000)); then
       continue # sticky: others may add their own entries, never touch yours
     fi
+    ((mode & 8#020)) && [[ -z $my_group ]] && my_group=$(id -un)
     if ((mode & 8#002)) || { ((mode & 8#020)) && [[ $group != "$my_group" ]]; }; then
       _walk="$p can be written by other users (mode $(printf '%04o' "$mode"), not sticky): any of them could replace the job's folder in it. Make it yours only (chmod go-w '$p') or sticky (chmod +t '$p'), or set HPC_LOCAL_SCRATCH in the cluster profile to a folder only you can write"
       return 0
@@ -530,9 +535,37 @@ hpc_load_modules() {
 # has --default-signal (coreutils 8.31+), which run_line.sh uses to start a program with
 # the default disposition of every signal, else no. Asked once per job, by the batch shell.
 hpc_env_default_signal_settle() {
+  local cache="" answer=""
+  # The first task of a submission on a node asks env (two processes), the others read its
+  # answer in the home (an array of 1,000 tasks on 4 nodes asks 4 times).
+  if [[ -n ${HPC_HOME:-} && ${SLURMD_NODENAME:-} =~ ^[A-Za-z0-9._-]{1,200}$ ]]; then
+    hpc_home_path_to cache "$HPC_HOME" node_env
+    cache+=$SLURMD_NODENAME
+    if [[ -f $cache ]] && IFS= read -r answer <"$cache" 2>/dev/null &&
+      [[ $answer =~ ^default-signal=(yes|no)$ ]]; then
+      export HPC_ENV_DEFAULT_SIGNAL=${BASH_REMATCH[1]}
+      return 0
+    fi
+  fi
   HPC_ENV_DEFAULT_SIGNAL=no
   ! env --default-signal=USR1 true 2>/dev/null || HPC_ENV_DEFAULT_SIGNAL=yes
   export HPC_ENV_DEFAULT_SIGNAL
+  # (written in place: a reader that finds half a line asks env itself)
+  [[ -z $cache ]] || { printf 'default-signal=%s\n' "$HPC_ENV_DEFAULT_SIGNAL" >"$cache"; } 2>/dev/null || true
+}
+
+# hpc_dir_has_file DIR: DIR holds a file (anything but a folder) at any depth. An empty
+# DIR (a task that wrote no results: the common case) is told without a process.
+hpc_dir_has_file() {
+  local _e
+  if [[ :$BASHOPTS: != *:failglob:* ]]; then
+    for _e in "$1"/* "$1"/.[!.]* "$1"/..?*; do
+      [[ -e $_e || -L $_e ]] && break
+      _e=""
+    done
+    [[ -n $_e ]] || return 1
+  fi
+  [[ -n $(find "$1" -mindepth 1 ! -type d -print -quit 2>/dev/null) ]]
 }
 
 # --- sizes ----------------------------------------------------------------------------

@@ -133,6 +133,31 @@ garbage_env_to() {
   [[ ${lines[1]} == "margin=61" ]]
 }
 
+@test "inside a job of this version, the enclosing plan's settings are read from its manifest, not its batch script" {
+  mkdir -p "$BATS_TEST_TMPDIR/pvenv/bin" && : >"$BATS_TEST_TMPDIR/pvenv/bin/activate"
+  local home=$BATS_TEST_TMPDIR/home
+  mkdir -p "$home"
+  # The parent's batch script and manifest, as a submission writes them into its home.
+  # shellcheck disable=SC2016
+  HPC_REQUEUE_MARGIN=60 bash -c 'source "$1/hpc_files/job_submitter.sh"; prepare "$1" 20260101-000000-1 --venv "$2"
+    hpc_plan_script 0 >"$3/job.sbatch"; hpc_plan_manifest 0 >"$3/job.plan"' _ "$PROJECT" "$BATS_TEST_TMPDIR/pvenv" "$home"
+  grep -qxF $'HPC_REQUEUE_MARGIN\t60' "$home/job.plan"
+  # The line's environment as the batch script leaves it; then the script loses its
+  # exports (nobody parses it: only the manifest is read).
+  # shellcheck disable=SC2016
+  run --separate-stderr bash -c 'source <(sed "/job_runtime.sh/,\$d" "$1/job.sbatch"); export HPC_JOB_SCRIPT=$1/job.sbatch
+    sed -i "/^export /d" "$1/job.sbatch"
+    source "$2/hpc_files/job_submitter.sh"
+    prepare "$2" 20260101-000000-2 --dry-run
+    echo "margin=$J_REQUEUE_MARGIN venv=$J_VENV"
+    HPC_REQUEUE_MARGIN=61 prepare "$2" 20260101-000000-3 --dry-run
+    echo "margin=$J_REQUEUE_MARGIN"' _ "$home" "$PROJECT"
+  echo "$output $stderr"
+  [ "$status" -eq 0 ]
+  [[ ${lines[0]} == "margin=15 venv=$PROJECT/.venv" ]]
+  [[ ${lines[1]} == "margin=61" ]]
+}
+
 @test "sbatch gets nothing of an enclosing job's Slurm variables; SLURM_CONF and the user's SBATCH_* stay" {
   sbatch_env_stub
   SLURM_ARRAY_TASK_ID=3 SLURM_ARRAY_JOB_ID=77 SLURM_JOB_ID=78 SLURM_MEM_PER_NODE=100 \

@@ -44,7 +44,9 @@ hpc_longruns_begin() {
 hpc_heartbeat_setup() {
   local node
   hpc_node_name_to node
-  if [[ -n ${HPC_ATTEMPT_DIR:-} ]] && mkdir -p -- "$HPC_ATTEMPT_DIR/heartbeat" "$HPC_ATTEMPT_DIR/pids" 2>/dev/null; then
+  # (made with the attempt's folder: requeue.sh, hpc_attempt_begin)
+  if [[ -n ${HPC_ATTEMPT_DIR:-} ]] && { [[ -d $HPC_ATTEMPT_DIR/heartbeat && -d $HPC_ATTEMPT_DIR/pids ]] ||
+    mkdir -p -- "$HPC_ATTEMPT_DIR/heartbeat" "$HPC_ATTEMPT_DIR/pids" 2>/dev/null; }; then
     export HPC_HEARTBEAT=$HPC_ATTEMPT_DIR/heartbeat/$node.rank0
   else
     export HPC_HEARTBEAT=${SLURM_TMPDIR:-${TMPDIR:-/tmp}}/.hpc_heartbeat.$$
@@ -69,8 +71,9 @@ hpc_start_stall_watch() {
   [[ -n ${HPC_ATTEMPT_DIR:-} ]] || return 0
   local node log target=local
   hpc_node_name_to node
-  log=$(readlink -f -- "/proc/$$/fd/1" 2>/dev/null) || log=""
-  [[ -f $log ]] || log=""
+  # The log: this shell's stdout, as a path the watch can test (-nt follows the link); the
+  # file's own path only for a watch step on other nodes (one readlink, a process).
+  log=/proc/$$/fd/1
   # (hpc_attempt_begin made the attempt's folder afresh: a stop file there is rare)
   [[ ! -e $HPC_ATTEMPT_DIR/stall.stop ]] || rm -f -- "$HPC_ATTEMPT_DIR/stall.stop"
   # (hpc_job_target's id, without its subshell; "local" where it has none)
@@ -78,10 +81,13 @@ hpc_start_stall_watch() {
     hpc_job_target_to target
   local watch=(bash "$HPC_RUNTIME_DIR/stall_watch.sh" "$node" "$$" "$target")
   if [[ $HPC_STEP_LAUNCHERS == *" $HPC_LAUNCHER "* && -n ${SLURM_JOB_ID:-} ]] && command -v srun >/dev/null; then
+    log=$(readlink -f -- "$log" 2>/dev/null) || log=""
+    [[ -f $log ]] || log=""
     HPC_STALL_LOG=$log srun --overlap --quiet --nodes="$HPC_NUM_NODES" --ntasks-per-node=1 \
       --cpus-per-task=1 --gres=none --job-name=hpc_stall_watch env -u BASH_ENV "${watch[@]}" </dev/null &
     HPC_STALL_WATCH_STEP=yes
   else
+    [[ -f $log ]] || log=""
     HPC_STALL_LOG=$log "${watch[@]}" </dev/null &
   fi
   HPC_STALL_WATCH_PID=$!
@@ -265,9 +271,12 @@ hpc_preflight() {
   [[ -z ${HPC_SIGNALLED:-} ]] || return 0
   local dir=${HPC_ATTEMPT_DIR:-} listener="" rc=0 nodes=${HPC_NUM_NODES:-1} own=""
   [[ -n $dir ]] || { dir=$(mktemp -d) && own=$dir; } || return 0
-  # (the attempt's folder is new: no rm, a process, for every task when nothing is there)
-  [[ ! -e $dir/preflight && ! -L $dir/preflight ]] || rm -rf -- "$dir/preflight"
-  mkdir -p -- "$dir/preflight" || return 0
+  # (the attempt's folder is new, made with an empty preflight/, which runs once an
+  # attempt: no rm and no mkdir, a process each, for every task; else made afresh)
+  if [[ $dir != "${HPC_ATTEMPT_DIR:-}" || -L $dir/preflight || ! -d $dir/preflight ]]; then
+    [[ ! -e $dir/preflight && ! -L $dir/preflight ]] || rm -rf -- "$dir/preflight"
+    mkdir -p -- "$dir/preflight" || return 0
+  fi
   export HPC_PREFLIGHT_DIR=$dir/preflight
   # The rendezvous port: what the launchers will use (launchers.sh), listened on here.
   unset HPC_PREFLIGHT_ADDR HPC_PREFLIGHT_PORT
@@ -306,7 +315,9 @@ hpc_preflight() {
     srun --quiet --nodes="$nodes" --ntasks-per-node=1 --cpus-per-task="${HPC_CPUS_PER_TASK:-1}" \
       --job-name=hpc_preflight env -u BASH_ENV "${check[@]}" </dev/null || rc=$?
   else
-    "${check[@]}" </dev/null || rc=$?
+    # This node only: in a subshell of this one (a fork: no bash to start, no job_lib.sh
+    # to read again; each task of an array ran one).
+    (source "$HPC_RUNTIME_DIR/preflight.sh") </dev/null || rc=$?
   fi
   [[ -z $listener ]] || { kill "$listener" 2>/dev/null; wait "$listener" 2>/dev/null; }
   local f failed=() why="" first_why="" node line unreached=0

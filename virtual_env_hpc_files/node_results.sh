@@ -35,7 +35,7 @@ hpc_node_results_setup() {
 hpc_node_results_copy() {
   local src=${HPC_RESULTS_DIR:-} dest=$HPC_NODE_RESULTS_DEST out rc=0
   [[ -n $dest && -d $src ]] || return 0
-  [[ -n $(find "$src" -mindepth 1 ! -type d -print -quit 2>/dev/null) ]] || return 0
+  hpc_dir_has_file "$src" || return 0
   local copy=(cp -a -- "$src/." "$dest/") lock=()
   command -v rsync >/dev/null && copy=(rsync -a -- "$src/" "$dest/")
   command -v flock >/dev/null && lock=(flock "$SLURM_TMPDIR/.hpc_results.lock")

@@ -1,6 +1,7 @@
 #!/bin/bash
 # Job side: the preflight of one node, before the program (docs/requeue.md, "Preflight").
-# Run once per node (one srun task per node, or by the batch shell on a one-node job) by
+# Run once per node (one srun task per node, or sourced in a subshell of the batch shell on
+# a one-node job: it then sets its variables there only) by
 # hpc_preflight (longruns.sh), which reads the verdicts:
 #   $HPC_PREFLIGHT_DIR/NODE.ok     the node is ready
 #   $HPC_PREFLIGHT_DIR/NODE.fail   "WHY message": gpus, gpu-health, scratch, scratch-room,
@@ -56,12 +57,19 @@ if [[ -z $scratch || ! -d $scratch ]]; then
   [[ -d $scratch && -z $unsafe ]] || scratch=""
 fi
 if [[ -n $scratch ]]; then
-  probe=$(mktemp "$scratch/.hpc_preflight.XXXXXX" 2>/dev/null) ||
+  # 64 KiB written by the shell itself (no mktemp, no head: each task runs this), into a
+  # new file only (noclobber: never through a name someone else made, in a sticky folder).
+  probe=$scratch/.hpc_preflight.$$.$RANDOM
+  set -C
+  if ! { printf '%65536s' '' >"$probe"; } 2>/dev/null; then
+    set +C
+    if [[ -f $probe && ! -L $probe ]]; then # made, not written whole
+      rm -f -- "$probe"
+      fail scratch "local scratch $scratch cannot be written (64 KiB failed: full?)"
+    fi
     fail scratch "local scratch $scratch cannot be written"
-  if ! head -c 65536 /dev/zero >"$probe" 2>/dev/null; then
-    rm -f -- "$probe"
-    fail scratch "local scratch $scratch cannot be written (64 KiB failed: full?)"
   fi
+  set +C
   rm -f -- "$probe"
   need=${HPC_DATA_BYTES:-0}
   is_size "$need" || need=0

@@ -306,7 +306,10 @@ hpc_attempt_begin() {
   [[ $HPC_ATTEMPT_NODE =~ ^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$ ]] || HPC_ATTEMPT_NODE=""
   hpc_attempt_record running -
   # (an earlier attempt's folder is there only if it could not remove it: no rm otherwise)
-  if ! { { [[ ! -e $dir && ! -L $dir ]] || rm -rf -- "$dir"; } && mkdir -p -- "$dir" && : >"$dir/start"; }; then
+  # The folder and its parts in one mkdir (a process each was a cost of every task):
+  # heartbeat/ and pids/ (longruns.sh: the stall watch), preflight/ (hpc_preflight).
+  if ! { { [[ ! -e $dir && ! -L $dir ]] || rm -rf -- "$dir"; } &&
+    mkdir -p -- "$dir/heartbeat" "$dir/pids" "$dir/preflight" && : >"$dir/start"; }; then
     hpc_log "cannot write $dir: a warned attempt will count as progress only if the program exits 0"
     return 0
   fi

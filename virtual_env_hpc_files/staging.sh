@@ -225,7 +225,7 @@ hpc_results_sync() {
   fi
   # A folder with no file in it (a packed job's empty task_I folders) makes no empty copy
   # in scratch.
-  [[ -n $(find "$src" -mindepth 1 ! -type d -print -quit 2>/dev/null) ]] || return 0
+  hpc_dir_has_file "$src" || return 0
   work=$(mktemp -d "${TMPDIR:-/tmp}/hpc_results.XXXXXX" 2>/dev/null) ||
     work=$(mktemp -d "${SLURM_TMPDIR:-/tmp}/.hpc_results.XXXXXX") || {
     hpc_error "results: no room for the copy's lists (mktemp failed): nothing copied to $dest"
@@ -446,7 +446,7 @@ _hpc_results_kept_list_to() {
 # left one of that name), modes kept, in a folder only the user can enter. Says where.
 _hpc_results_keep() {
   local kept=$1 requeue=$2 n=$((${SLURM_RESTART_COUNT:-0} + 1)) dir work rc=0
-  [[ -n $(find "$HPC_RESULTS_DIR" -mindepth 1 ! -type d -print -quit 2>/dev/null) ]] || return 0
+  hpc_dir_has_file "$HPC_RESULTS_DIR" || return 0
   local made=""
   dir=$kept/attempt_$n
   [[ ! -e $dir ]] || dir=$kept/attempt_$n-${SLURM_JOB_ID:-x}

@@ -52,13 +52,19 @@ if [[ -n $results && ${SLURM_NODEID:-0} =~ ^[1-9][0-9]*$ && -n ${HPC_RESULTS_DES
 fi
 
 # Two marker files on this node's local disk: what was there at the last look is older.
-mark_dir=$(mktemp -d "${SLURM_TMPDIR:-${TMPDIR:-/tmp}}/.hpc_stall.XXXXXX" 2>/dev/null) ||
-  mark_dir=$(mktemp -d) || exit 0
-ref=$mark_dir/ref next=$mark_dir/next
-: >"$ref"
-trap 'rm -rf -- "$mark_dir"' EXIT
+# Made at the first look, a period in (a program that ends sooner, as most array tasks of
+# a sweep do, costs the watch no mktemp and no rm: each is a process).
+mark_dir="" ref="" next=""
+marks_make() {
+  mark_dir=$(mktemp -d "${SLURM_TMPDIR:-${TMPDIR:-/tmp}}/.hpc_stall.XXXXXX" 2>/dev/null) ||
+    mark_dir=$(mktemp -d) || exit 0
+  ref=$mark_dir/ref next=$mark_dir/next
+}
+trap '[[ -z $mark_dir ]] || rm -rf -- "$mark_dir"' EXIT
 trap 'exit 0' TERM INT
 trap '' USR1 USR2 URG HUP
+# A pause without a sleep process: read with a timeout on a pipe nothing writes to.
+exec {nap_fd}<> <(:)
 
 # progress: something moved since the last look ($ref).
 progress() {
@@ -174,8 +180,7 @@ notify() {
 
 last=$SECONDS next_look=$((SECONDS + period))
 while :; do
-  sleep 0.5 & # (the stop file is looked at twice a second: the job's end waits for it)
-  wait $! 2>/dev/null
+  read -rt 0.5 -u "$nap_fd" _ # (the stop file is looked at twice a second: the job's end waits for it)
   [[ ! -e $stop ]] || exit 0
   if [[ -d $claim ]]; then
     dump
@@ -184,6 +189,12 @@ while :; do
   ((SECONDS >= next_look)) || continue
   next_look=$((SECONDS + period))
   now=$SECONDS
+  if [[ -z $mark_dir ]]; then # the first look: from here on
+    marks_make
+    : >"$ref"
+    last=$now
+    continue
+  fi
   : >"$next"
   if progress; then
     last=$now

@@ -32,6 +32,14 @@ _write_atomic_from() {
   hpc_keep_at_exit "$tmp"
 }
 
+# _write_in_home FILE CMD...: FILE, in this submission's new home, holds what CMD prints
+# (CMD runs in this shell). Written in place, not through a rename (an `mv` process for
+# each file was a cost of every submission): nothing reads the home before sbatch is
+# called, and a submission that stops before that removes the whole home at its exit.
+_write_in_home() {
+  "${@:2}" >"$1" || die "cannot write $1"
+}
+
 # hpc_submit_plan SUBMITTED_VAR [VENV_JOB]: write the files and submit every chunk; the
 # job ids, one per chunk in order, into the array SUBMITTED_VAR. The ledger gets the venv
 # job (VENV_JOB) and these in one write.
@@ -43,14 +51,14 @@ hpc_submit_plan() {
   hpc_submission_home_make
   hpc_home_path_to commands "$J_HOME" commands
   printf -v commands_text '%s\n' "${J_COMMANDS[@]}"
-  _write_atomic "$commands" "$commands_text"
+  _write_in_home "$commands" printf '%s' "$commands_text"
   _written=("$commands")
   hpc_plan_log_pattern_to log
   for k in "${!J_CHUNKS[@]}"; do
     hpc_plan_script_path_to script "$k"
     hpc_home_plan_of_to manifest "$script"
-    _write_atomic_from "$manifest" hpc_plan_manifest "$k"
-    _write_atomic_from "$script" hpc_plan_script "$k"
+    _write_in_home "$manifest" hpc_plan_manifest "$k"
+    _write_in_home "$script" hpc_plan_script "$k"
     _written+=("$manifest" "$script")
     hpc_plan_chunk_to f "$k"
     hpc_plan_sbatch_args_to args "$k" "$venv_job" "$prev"

@@ -35,6 +35,7 @@ NAMES: dict[str, str] = {
     "finished": "finished.",
     "rerun_lock": "rerun.lock",
     "interactive_rc": "interactive.rc",
+    "node_env": "node_env.",
 }
 # An older version's names: suffixes of jobs/EXP-STAMP (the commands file less .commands).
 _LEGACY: dict[str, str] = {

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from hpc_toolkit import slurm
 from hpc_toolkit.packing import packing_of
-from hpc_toolkit.paths import Home, homes_dir
+from hpc_toolkit.paths import Home, homes_dir, plan_of
 from hpc_toolkit.slurm import FINISHED, Runner, query_tasks, run_command, slurm_conf_settings
 from hpc_toolkit.submissions import (
     SUBMISSION_ID,
@@ -139,6 +139,15 @@ def check_files(scratch: Path, job: SlurmJob) -> ScriptInfo:
             f"{script} was changed after job {job.job_id} was submitted: a rerun would not "
             f"run what failed with the same settings; restore it, or {again}"
         )
+    # The plan is read from the manifest beside the script (an older version's script
+    # has none: its own lines); edited after the submission, it is refused like the script.
+    plan = plan_of(script)
+    source = plan if plan.is_file() else script
+    if source is plan and _mtime_after(plan, job):
+        raise Refusal(
+            f"{plan} was changed after job {job.job_id} was submitted: a rerun would not "
+            f"run what failed with the same settings; restore it, or {again}"
+        )
     info = read_script(script)
     offset = info.exports.get("HPC_TASK_OFFSET", "0")
     wrong = ""
@@ -149,7 +158,7 @@ def check_files(scratch: Path, job: SlurmJob) -> ScriptInfo:
     elif not job.is_array and info.indices is not None:
         wrong = "an --array line for a job the ledger records as a single job"
     if wrong:
-        raise Refusal(f"{script} has {wrong}: it or the ledger was edited; {again}")
+        raise Refusal(f"{source} has {wrong}: it or the ledger was edited; {again}")
     commands = Path(info.exports.get("HPC_COMMANDS_FILE", ""))
     if not commands.is_absolute() or not commands.is_file():
         raise Refusal(f"the commands file of job {job.job_id} ({commands}) is gone: {again}")

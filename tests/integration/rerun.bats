@@ -211,14 +211,30 @@ EOF
   cp -p "$BATS_TEST_TMPDIR/commands.orig" "$commands"
   touch -r "$script" "$commands"
 
-  # The script edited: its offset no longer the ledger's.
+  # The script edited after the submission.
   cp -p "$script" "$BATS_TEST_TMPDIR/script.orig"
-  sed -i "s/^export HPC_COMMANDS_FILE=/export HPC_TASK_OFFSET='3'\n&/" "$script"
-  touch -r "$BATS_TEST_TMPDIR/script.orig" "$script"
+  echo '# edited' >>"$script"
+  touch -d '+1 hour' "$script"
   run --separate-stderr submitter --rerun "$first"
   [ "$status" -eq 2 ]
-  [[ $stderr == *"$script has HPC_TASK_OFFSET '3' where the ledger says 0"* ]]
+  [[ $stderr == *"$script was changed after job $first was submitted"* ]]
   cp -p "$BATS_TEST_TMPDIR/script.orig" "$script"
+
+  # Its manifest (the plan the rerun reads) edited, its time kept: its offset is no
+  # longer the ledger's.
+  local plan=${script%/*}/job.plan
+  cp -p "$plan" "$BATS_TEST_TMPDIR/plan.orig"
+  printf 'HPC_TASK_OFFSET\t3\n' >>"$plan"
+  touch -r "$BATS_TEST_TMPDIR/plan.orig" "$plan"
+  run --separate-stderr submitter --rerun "$first"
+  [ "$status" -eq 2 ]
+  [[ $stderr == *"$plan has HPC_TASK_OFFSET '3' where the ledger says 0"* ]]
+  # ... or edited later: refused for that.
+  touch -d '+1 hour' "$plan"
+  run --separate-stderr submitter --rerun "$first"
+  [ "$status" -eq 2 ]
+  [[ $stderr == *"$plan was changed after job $first was submitted"* ]]
+  cp -p "$BATS_TEST_TMPDIR/plan.orig" "$plan"
 
   # The ledger's script field pointed elsewhere.
   sed "s|\t$script\t|\t/etc/passwd.sbatch\t|" "$BATS_TEST_TMPDIR/ledger.orig" >"$LEDGER"

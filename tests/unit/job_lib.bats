@@ -338,3 +338,31 @@ job_side_files() {
   done
   [ ! -e "$BATS_TEST_TMPDIR/d/f" ]
 }
+
+@test "env's --default-signal is asked once per node of a submission: later tasks read the answer in the home" {
+  local bin=$BATS_TEST_TMPDIR/bin home=$BATS_TEST_TMPDIR/home
+  mkdir -p "$bin" "$home"
+  # An env that records each call and knows --default-signal.
+  printf '#!/bin/bash\necho "$*" >>"%s/env.calls"\n[[ $1 == --default-signal=* ]] && shift\nexec /usr/bin/env "$@"\n' \
+    "$BATS_TEST_TMPDIR" >"$bin/env"
+  chmod +x "$bin/env"
+  export PATH=$bin:$PATH HPC_HOME=$home
+  run lib 'hpc_env_default_signal_settle; echo "$HPC_ENV_DEFAULT_SIGNAL"'
+  [ "$output" = yes ]
+  [ "$(cat "$home/node_env.node9")" = default-signal=yes ]
+  [ "$(wc -l <"$BATS_TEST_TMPDIR/env.calls")" -eq 1 ]
+  # A second task on node9: no env; on node8: its own question.
+  run lib 'hpc_env_default_signal_settle; echo "$HPC_ENV_DEFAULT_SIGNAL"'
+  [ "$output" = yes ]
+  [ "$(wc -l <"$BATS_TEST_TMPDIR/env.calls")" -eq 1 ]
+  SLURMD_NODENAME=node8 run lib 'hpc_env_default_signal_settle; echo "$HPC_ENV_DEFAULT_SIGNAL"'
+  [ "$(wc -l <"$BATS_TEST_TMPDIR/env.calls")" -eq 2 ]
+  # An answer edited into something else is not believed: env is asked again.
+  printf 'default-signal=yes; rm -rf /\n' >"$home/node_env.node9"
+  run lib 'hpc_env_default_signal_settle; echo "$HPC_ENV_DEFAULT_SIGNAL"'
+  [ "$output" = yes ]
+  [ "$(wc -l <"$BATS_TEST_TMPDIR/env.calls")" -eq 3 ]
+  # A node name that cannot name a file, or no home (an older version's job): no cache.
+  SLURMD_NODENAME='../x' run lib 'hpc_env_default_signal_settle'
+  [ ! -e "$BATS_TEST_TMPDIR/x" ] && [ "$(wc -l <"$BATS_TEST_TMPDIR/env.calls")" -eq 4 ]
+}

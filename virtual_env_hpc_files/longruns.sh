@@ -317,6 +317,7 @@ hpc_preflight() {
   else
     # This node only: in a subshell of this one (a fork: no bash to start, no job_lib.sh
     # to read again; each task of an array ran one).
+    # shellcheck source=/dev/null # (its variables stay in the subshell)
     (source "$HPC_RUNTIME_DIR/preflight.sh") </dev/null || rc=$?
   fi
   [[ -z $listener ]] || { kill "$listener" 2>/dev/null; wait "$listener" 2>/dev/null; }

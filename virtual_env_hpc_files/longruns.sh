@@ -87,8 +87,11 @@ hpc_start_stall_watch() {
       --cpus-per-task=1 --gres=none --job-name=hpc_stall_watch env -u BASH_ENV "${watch[@]}" </dev/null &
     HPC_STALL_WATCH_STEP=yes
   else
+    # This node only: a subshell of this one (a fork: no bash to start and no job_lib.sh
+    # to read again for each task of an array).
     [[ -f $log ]] || log=""
-    HPC_STALL_LOG=$log "${watch[@]}" </dev/null &
+    # shellcheck source=/dev/null # (its variables stay in the subshell)
+    (export HPC_STALL_LOG=$log && source "${watch[@]:1}") </dev/null &
   fi
   HPC_STALL_WATCH_PID=$!
   HPC_EXIT_HOOKS=(hpc_stop_stall_watch "${HPC_EXIT_HOOKS[@]}")

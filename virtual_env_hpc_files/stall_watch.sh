@@ -10,6 +10,8 @@
 # each process's state and kernel wait channel) before the program is stopped.
 #
 #   stall_watch.sh BATCH_NODE BATCH_PID JOB
+# (run as a program on each node by a watch step, or sourced in a subshell of the batch
+# shell with these arguments on a one-node job: hpc_start_stall_watch)
 # BATCH_NODE and BATCH_PID: the batch shell, signalled directly from its own node and
 # through `scancel --batch --signal=USR2 JOB` from any other. Ends quietly once
 # $HPC_ATTEMPT_DIR/stall.stop exists, or on SIGTERM. Settings from the environment:

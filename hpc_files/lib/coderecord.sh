@@ -92,7 +92,8 @@ hpc_code_plan_snapshot() {
     tree=$(git -C "$J_PROJECT_DIR" rev-parse "${stash:-HEAD}^{tree}") || die "git could not name the project's files for --snapshot"
   fi
   J_SNAPSHOT_TREE=$tree
-  J_SNAPSHOT_DIR=$J_SCRATCH_DIR/hpc_outputs/snapshots/$tree
+  hpc_outputs_dir_to J_SNAPSHOT_DIR "$J_SCRATCH_DIR"
+  J_SNAPSHOT_DIR+=/snapshots/$tree
   J_SOURCE_DIR=$J_SNAPSHOT_DIR
 }
 

@@ -126,7 +126,9 @@ hpc_local_run() {
   if [[ -n ${J_PACK:-} ]]; then
     local share="this machine's CPUs"
     ((J_GPUS == 0)) || share+=" and of the job's $J_GPUS GPU(s)"
-    say "local run (no Slurm): $n line(s), $J_PACK at once on $host, each on 1/$J_PACK of $share; each line's log: $J_SCRATCH_DIR/hpc_outputs/$J_EXP_NAME-local-<id>-line<I>.out"
+    local outputs
+    hpc_outputs_dir_to outputs "$J_SCRATCH_DIR"
+    say "local run (no Slurm): $n line(s), $J_PACK at once on $host, each on 1/$J_PACK of $share; each line's log: $outputs/$J_EXP_NAME-local-<id>-line<I>.out"
   else
     say "local run (no Slurm): ${#J_DEBUG_TASKS[@]} of $n task(s) on $host, launcher $J_LAUNCHER ($scripts)"
   fi

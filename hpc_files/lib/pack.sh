@@ -94,8 +94,9 @@ hpc_pack_dry_run_note() {
 hpc_pack_print_submitted() {
   [[ -n ${J_PACK:-} ]] || return 0
   printf '  packed: %d line(s), %d at once, up to %d per job\n' "${#J_COMMANDS[@]}" "$J_PACK" "$J_PACK_LINES"
-  printf '  line logs: %s/hpc_outputs/%s-%s-line<I>.out\n' "$J_SCRATCH_DIR" "$J_EXP_NAME" "${J_JOB_ID:-<job>}"
-  local lines
+  local lines outputs
+  hpc_outputs_dir_to outputs "$J_SCRATCH_DIR"
+  printf '  line logs: %s/%s-%s-line<I>.out\n' "$outputs" "$J_EXP_NAME" "${J_JOB_ID:-<job>}"
   hpc_home_path_to lines "$J_HOME" lines
   printf '  outcomes:  %s/<I> (state=done|failed|requeue|running|stopped)\n' "$lines"
 }

@@ -77,7 +77,7 @@ _hpc_data_normalize_to() {
     esac
   done
   ((${#out[@]})) || die "--data '$raw' names $J_SCRATCH_DIR itself: give the folders or files inside it to stage"
-  [[ ${out[0]} != "$HPC_STAGING_DIRNAME" && ${out[0]} != hpc_outputs ]] ||
+  [[ ${out[0]} != "$HPC_STAGING_DIRNAME" && ${out[0]} != "$HPC_OUTPUTS_NAME" ]] ||
     die "--data '$raw' is inside the toolkit's own folder ${out[0]}: stage your data, not that"
   local IFS=/
   _rel="${out[*]}"

@@ -23,7 +23,8 @@ hpc_venv_check() {
 hpc_venv_build_args_to() {
   local -n _v=$1
   local logs
-  sbatch_filename_to logs "$J_SCRATCH_DIR/hpc_outputs" # '%' doubled (validate.sh)
+  hpc_outputs_dir_to logs "$J_SCRATCH_DIR"
+  sbatch_filename_to logs "$logs" # '%' doubled (validate.sh)
   _v=("--job-name=$J_EXP_NAME-venv"
     "--output=$logs/$J_EXP_NAME-venv-%j.out" --open-mode=append
     --nodes=1 --ntasks=1 "--cpus-per-task=$J_CPUS_PER_TASK" --time=01:00:00)
@@ -48,9 +49,11 @@ hpc_venv_submit_build() {
   local args
   hpc_venv_check
   [[ $J_VENV != none ]] || die "--setup-venv with --venv none: there is no venv to build"
-  mkdir -p -- "$J_SCRATCH_DIR/hpc_outputs"
+  local outputs
+  hpc_outputs_dir_to outputs "$J_SCRATCH_DIR"
+  mkdir -p -- "$outputs"
   hpc_venv_build_args_to args
-  hpc_sbatch _id --ledger venv 1 "" 0 "$J_SCRATCH_DIR/hpc_outputs/$J_EXP_NAME-venv-%j.out" "${args[@]}" ||
+  hpc_sbatch _id --ledger venv 1 "" 0 "$outputs/$J_EXP_NAME-venv-%j.out" "${args[@]}" ||
     die "sbatch did not accept the venv job ($HPC_SBATCH_SAID); nothing was submitted"
   printf 'Submitted venv job %s (builds %s; the experiments start after it succeeds)\n' "$_id" "$J_VENV"
 }

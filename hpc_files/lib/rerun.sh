@@ -254,6 +254,7 @@ _rerun_submit_all() {
     dep=()
     [[ -z $prev || -z $RERUN_CAP ]] || dep=("--dependency=afterany:$prev" --kill-on-invalid-dep=yes)
     sbatch_rc=0
+    hpc_submission_home_keep # (a queued job may read it from here on: submit.sh)
     hpc_sbatch id --ledger job "$count" "$copy" "$offset" "$log" "${dep[@]}" "$copy" || sbatch_rc=$?
     if ((sbatch_rc == 2)); then
       hpc_ledger_flush
@@ -262,12 +263,12 @@ _rerun_submit_all() {
     if ((sbatch_rc != 0)); then
       ((${#ids[@]} == 0)) || scancel "${ids[@]}" || warn "could not cancel jobs ${ids[*]}: cancel them with scancel"
       rm -f -- "${written[@]}"
+      rmdir -- "$J_HOME" 2>/dev/null || true
       HPC_LEDGER_PENDING=""
       die "sbatch did not accept the rerun of $script ($HPC_SBATCH_SAID); nothing was submitted${ids[*]:+ (jobs ${ids[*]} were cancelled)}"
     fi
     prev=$id
     ids+=("$id")
-    hpc_submission_home_keep
     RERUN_SUBMITTED+=("$id"$'\t'"$count"$'\t'"$spec"$'\t'"$copy"$'\t'"$offset"$'\t'"$log")
     [[ $data == - ]] || printf '%s\n' "$id" >>"$data" ||
       warn "job $id submitted, but $data could not be updated: its data archive may be pruned while it waits"

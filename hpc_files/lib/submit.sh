@@ -64,6 +64,9 @@ hpc_submit_plan() {
     hpc_plan_sbatch_args_to args "$k" "$venv_job" "$prev"
     hpc_plan_chunk_tasks_to tasks "$k" # the ledger counts array tasks, not packed lines
     sbatch_rc=0
+    # From the first sbatch on, a queued job may read the home: an interrupted submission
+    # must not remove it at exit (a refusal below removes what it wrote itself).
+    hpc_submission_home_keep
     hpc_sbatch id --ledger job "$tasks" "$script" "${f[1]}" "$log" "${args[@]}" || sbatch_rc=$?
     if ((sbatch_rc == 2)); then
       hpc_ledger_flush # the jobs known to be in
@@ -74,6 +77,7 @@ hpc_submit_plan() {
       _ids=(${venv_job:+"$venv_job"} "${_ids[@]}")
       ((${#_ids[@]} == 0)) || scancel "${_ids[@]}" || warn "could not cancel jobs ${_ids[*]}: cancel them with scancel"
       rm -f -- "${_written[@]}"
+      rmdir -- "$J_HOME" 2>/dev/null || true
       hpc_explain_refusal_to why
       if hpc_plan_is_plain; then
         [[ -n $why ]] || why="Its message above says why (a partition, account or resource the cluster does not have?)"
@@ -86,13 +90,12 @@ hpc_submit_plan() {
     hpc_venv_local_record_job "$id"
   done
   hpc_ledger_flush
-  hpc_submission_home_keep
   _submitted=("${_ids[@]}")
 }
 
 # hpc_submission_home_make: make this submission's home, J_HOME (its id is new: a folder of
 # that name already there is refused, never shared), the folder of the homes if missing.
-# Removed again at exit unless a job was submitted (hpc_submission_home_keep).
+# Removed again at exit unless sbatch was called (hpc_submission_home_keep).
 hpc_submission_home_make() {
   local homes=${J_HOME%/*}
   [[ -d $homes ]] || mkdir -p -- "$homes" ||
@@ -102,7 +105,7 @@ hpc_submission_home_make() {
   hpc_remove_at_exit "$J_HOME"
 }
 
-# hpc_submission_home_keep: jobs are in (or may be): the home stays.
+# hpc_submission_home_keep: sbatch is called: a job may read the home, which stays.
 hpc_submission_home_keep() {
   [[ -z ${J_HOME:-} ]] || hpc_keep_at_exit "$J_HOME"
 }

@@ -76,6 +76,25 @@ setup() {
   [ -z "$(find "$SCRATCH/proj/hpc_outputs/jobs" -mindepth 1)" ]
 }
 
+@test "a submission stopped once sbatch has queued its job keeps the home: the job reads it" {
+  # An sbatch that queues the job (the stub), then stops the submission (SIGTERM), as a
+  # Ctrl-C or a closed terminal would just after sbatch answered.
+  local bin=$BATS_TEST_TMPDIR/bin
+  mkdir -p "$bin"
+  # shellcheck disable=SC2016 # the wrapper's text
+  printf '%s\n' '#!/bin/bash' "\"$REPO_ROOT/tests/helpers/stubs/sbatch\" \"\$@\" || exit" \
+    '[[ $1 == --version ]] && exit 0' 'p=$PPID' 'while ((p > 1)); do' \
+    '  if grep -qa job_submitter.sh "/proc/$p/cmdline" 2>/dev/null; then kill -TERM "$p"; break; fi' \
+    '  p=$(awk "{print \$4}" "/proc/$p/stat")' 'done' >"$bin/sbatch"
+  chmod +x "$bin/sbatch"
+  PATH=$bin:$PATH run --separate-stderr submitter -e stopped
+  [ "$status" -ne 0 ]
+  [ "$(sbatch_calls)" -eq 1 ]
+  local script
+  script=$(sed -n 2p "$SBATCH_STUB_LOG")
+  [ -f "$script" ] && [ -f "${script%/*}/commands" ] && [ -f "${script%/*}/job.plan" ]
+}
+
 @test "a single command is a plain job with its log path printed" {
   printf 'echo one\n' >"$PROJECT/experiment_configurations.txt"
   run --separate-stderr submitter -e solo

@@ -34,6 +34,7 @@
 #   hpc_load_modules              module load $HPC_MODULES
 #   hpc_env_default_signal_settle HPC_ENV_DEFAULT_SIGNAL (exported): yes when this node's env
 #                                 can reset signals to their default (run_line.sh)
+#   hpc_dir_entries_to ARRAY DIR  the names in DIR, dot files too (globbing: no process)
 #   hpc_dir_has_file DIR          DIR holds a file at any depth (an empty DIR: no process)
 #   is_size VALUE                 digits only, at most 18 (safe in bash arithmetic)
 #   human_bytes_to VAR BYTES      "512 B", "8.0 KiB", "1.5 GiB"
@@ -554,17 +555,29 @@ hpc_env_default_signal_settle() {
   [[ -z $cache ]] || { printf 'default-signal=%s\n' "$HPC_ENV_DEFAULT_SIGNAL" >"$cache"; } 2>/dev/null || true
 }
 
+# hpc_dir_entries_to ARRAY DIR: the names of DIR's entries, dot files too, by the shell's
+# own globbing: no process (each task lists folders several times). Under a glob setting
+# that changes what a pattern gives (nullglob, failglob, dotglob, nocaseglob, set -f: a
+# BASH_ENV may set them), find lists them.
+hpc_dir_entries_to() {
+  local -n _de=$1
+  local _de_e
+  _de=()
+  if [[ :$BASHOPTS: == *:@(nullglob|failglob|dotglob|nocaseglob):* || $- == *f* ]]; then
+    mapfile -d '' -t _de < <(find "$2" -mindepth 1 -maxdepth 1 -printf '%P\0' 2>/dev/null)
+    return 0
+  fi
+  for _de_e in "$2"/* "$2"/.[!.]* "$2"/..?*; do
+    [[ ! -e $_de_e && ! -L $_de_e ]] || _de+=("${_de_e##*/}")
+  done
+}
+
 # hpc_dir_has_file DIR: DIR holds a file (anything but a folder) at any depth. An empty
 # DIR (a task that wrote no results: the common case) is told without a process.
 hpc_dir_has_file() {
-  local _e
-  if [[ :$BASHOPTS: != *:failglob:* ]]; then
-    for _e in "$1"/* "$1"/.[!.]* "$1"/..?*; do
-      [[ -e $_e || -L $_e ]] && break
-      _e=""
-    done
-    [[ -n $_e ]] || return 1
-  fi
+  local -a _hf
+  hpc_dir_entries_to _hf "$1"
+  ((${#_hf[@]})) || return 1
   [[ -n $(find "$1" -mindepth 1 ! -type d -print -quit 2>/dev/null) ]]
 }
 

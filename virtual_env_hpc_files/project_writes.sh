@@ -22,29 +22,12 @@ HPC_PROJECT_WRITES_IGNORE=" __pycache__ .git .ipynb_checkpoints .pytest_cache .m
 # How many paths the log names (then "and N more").
 HPC_PROJECT_WRITES_SHOWN=8
 
-# _hpc_project_top_to ARRAY: the entries of the current folder (the project), dot files
-# too, by the shell's own globbing: no process for each task's two listings. Under a
-# glob option that changes what a pattern gives (nullglob, failglob, dotglob, set by a
-# BASH_ENV), find lists them.
-_hpc_project_top_to() {
-  local -n _top=$1
-  local _e
-  _top=()
-  if [[ :$BASHOPTS: == *:@(nullglob|failglob|dotglob|nocaseglob):* || $- == *f* ]]; then
-    mapfile -d '' -t _top < <(find . -mindepth 1 -maxdepth 1 -printf '%P\0' 2>/dev/null)
-    return 0
-  fi
-  for _e in * .[!.]* ..?*; do
-    [[ ! -e $_e && ! -L $_e ]] || _top+=("$_e")
-  done
-}
-
 # hpc_project_writes_begin: (in the project folder, before the command) the hook on
 # PYTHONPATH with this task's folder for its lists (HPC_PROJECT_WRITES_DIR; the task's
 # list of an earlier attempt removed), and the project's top-level entries now.
 # HPC_LIGHTNING_HOOK=no leaves Python alone: only the top-level check is made then.
 hpc_project_writes_begin() {
-  _hpc_project_top_to HPC_PROJECT_TOP_BEFORE
+  hpc_dir_entries_to HPC_PROJECT_TOP_BEFORE .
   [[ -n ${HPC_COMMANDS_FILE:-} && ${HPC_LIGHTNING_HOOK:-yes} != no ]] || return 0
   hpc_job_path_to HPC_PROJECT_WRITES_DIR writes
   export HPC_PROJECT_WRITES_DIR
@@ -98,7 +81,7 @@ hpc_project_writes_since() {
   [[ -z ${HPC_PACK:-} ]] || mine=() # (a packed job's lines have their own lists: hpc status)
   for entry in "${mine[@]}"; do tops[${entry%%/*}]=1; done
   for entry in "${HPC_PROJECT_TOP_BEFORE[@]}"; do before[$entry]=1; done
-  _hpc_project_top_to now
+  hpc_dir_entries_to now .
   for name in "${now[@]}"; do
     [[ -z ${before[$name]:-} && -z ${tops[$name]:-} ]] || continue
     [[ $HPC_PROJECT_WRITES_IGNORE != *" $name "* && $name != *.egg-info ]] || continue

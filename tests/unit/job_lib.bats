@@ -366,3 +366,19 @@ job_side_files() {
   SLURMD_NODENAME='../x' run lib 'hpc_env_default_signal_settle'
   [ ! -e "$BATS_TEST_TMPDIR/x" ] && [ "$(wc -l <"$BATS_TEST_TMPDIR/env.calls")" -eq 4 ]
 }
+
+@test "a folder's entries and whether it holds a file: dot files, links and odd names; the same under set -f and the glob options a BASH_ENV may set" {
+  local d=$BATS_TEST_TMPDIR/d
+  mkdir -p "$d/sub/deeper" "$BATS_TEST_TMPDIR/empty/sub"
+  touch "$d/a" "$d/.b" "$d/..c" "$d/x"$'\n'"y"
+  ln -s /nonexistent "$d/dangling"
+  local opts names
+  for opts in "" "set -f" "shopt -s nullglob" "shopt -s failglob" "shopt -s dotglob"; do
+    D=$d E=$BATS_TEST_TMPDIR/empty M=$BATS_TEST_TMPDIR/missing run lib "$opts"'
+      hpc_dir_entries_to e "$D"; printf "<%s>" "${e[@]}" | LC_ALL=C tr "\n" "|"; echo
+      hpc_dir_has_file "$D" && echo has; hpc_dir_has_file "$E" || echo none; hpc_dir_has_file "$M" || echo absent'
+    names=${lines[0]//[<>]/$'\n'}
+    [ "$(grep -v '^$' <<<"$names" | LC_ALL=C sort | paste -sd ' ')" = "..c .b a dangling sub x|y" ] || { echo "$opts: ${lines[0]}"; false; }
+    [ "${lines[1]}" = has ] && [ "${lines[2]}" = none ] && [ "${lines[3]}" = absent ] || { echo "$opts: $output"; false; }
+  done
+}

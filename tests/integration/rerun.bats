@@ -5,6 +5,7 @@
 # a task is still queued or running; split arrays; offline sweeps (the same points); the
 # chain in `hpc status`; edited kept files and hostile ledger lines.
 
+# shellcheck disable=SC2030,SC2031 # each @test runs in a subshell of its own: run sets status and output per test (rerun_refused reads them)
 load ../helpers/cluster
 load ../helpers/hostile_state
 
@@ -189,6 +190,15 @@ EOF
   [ "$(wc -l <"$SCRATCH/points")" -eq 4 ]
 }
 
+# rerun_refused JOB MESSAGE: --rerun JOB is refused as a wrong input (exit 2), nothing on
+# stdout, MESSAGE on stderr.
+rerun_refused() {
+  run --separate-stderr submitter --rerun "$1"
+  [ "$status" -eq 2 ]
+  [ -z "$output" ]
+  [[ $stderr == *"$2"* ]]
+}
+
 @test "edited kept files and hostile ledger lines: refused with the reason, nothing submitted" {
   failing_lines 2 1
   local start
@@ -205,9 +215,7 @@ EOF
   cp "$commands" "$BATS_TEST_TMPDIR/commands.orig"
   echo 'echo other' >>"$commands"
   touch -d '+1 hour' "$commands"
-  run --separate-stderr submitter --rerun "$first"
-  [ "$status" -eq 2 ] && [ -z "$output" ]
-  [[ $stderr == *"$commands was changed after job $first was submitted"* ]]
+  rerun_refused "$first" "$commands was changed after job $first was submitted"
   cp -p "$BATS_TEST_TMPDIR/commands.orig" "$commands"
   touch -r "$script" "$commands"
 
@@ -215,9 +223,7 @@ EOF
   cp -p "$script" "$BATS_TEST_TMPDIR/script.orig"
   echo '# edited' >>"$script"
   touch -d '+1 hour' "$script"
-  run --separate-stderr submitter --rerun "$first"
-  [ "$status" -eq 2 ]
-  [[ $stderr == *"$script was changed after job $first was submitted"* ]]
+  rerun_refused "$first" "$script was changed after job $first was submitted"
   cp -p "$BATS_TEST_TMPDIR/script.orig" "$script"
 
   # Its manifest (the plan the rerun reads) edited, its time kept: its offset is no
@@ -226,21 +232,15 @@ EOF
   cp -p "$plan" "$BATS_TEST_TMPDIR/plan.orig"
   printf 'HPC_TASK_OFFSET\t3\n' >>"$plan"
   touch -r "$BATS_TEST_TMPDIR/plan.orig" "$plan"
-  run --separate-stderr submitter --rerun "$first"
-  [ "$status" -eq 2 ]
-  [[ $stderr == *"$plan has HPC_TASK_OFFSET '3' where the ledger says 0"* ]]
+  rerun_refused "$first" "$plan has HPC_TASK_OFFSET '3' where the ledger says 0"
   # ... or edited later: refused for that.
   touch -d '+1 hour' "$plan"
-  run --separate-stderr submitter --rerun "$first"
-  [ "$status" -eq 2 ]
-  [[ $stderr == *"$plan was changed after job $first was submitted"* ]]
+  rerun_refused "$first" "$plan was changed after job $first was submitted"
   cp -p "$BATS_TEST_TMPDIR/plan.orig" "$plan"
 
   # The ledger's script field pointed elsewhere.
   sed "s|\t$script\t|\t/etc/passwd.sbatch\t|" "$BATS_TEST_TMPDIR/ledger.orig" >"$LEDGER"
-  run --separate-stderr submitter --rerun "$first"
-  [ "$status" -eq 2 ]
-  [[ $stderr == *"the ledger line of job $first names script '/etc/passwd.sbatch'"* ]]
+  rerun_refused "$first" "the ledger line of job $first names script '/etc/passwd.sbatch'"
 
   # Hostile values in every field that is read back: the line is skipped (with a
   # warning) or refused, never evaluated; the job is then not found.

@@ -112,6 +112,25 @@ garbage_env_to() {
   [ "$both" = "$listed" ]
 }
 
+# child_plans_as_from_a_clean_shell SCRIPT [strip]: a line of the job whose batch script is
+# SCRIPT (its exports in force, HPC_JOB_SCRIPT naming it; with strip, SCRIPT then loses its
+# exports) plans twice: as is, it gets the defaults and the project's venv, not the
+# parent's margin of 60 and venv; with HPC_REQUEUE_MARGIN=61 of its own, that counts.
+child_plans_as_from_a_clean_shell() {
+  # shellcheck disable=SC2016
+  run --separate-stderr bash -c 'source <(sed "/job_runtime.sh/,\$d" "$1"); export HPC_JOB_SCRIPT=$1
+    [[ -z $3 ]] || sed -i "/^export /d" "$1"
+    source "$2/hpc_files/job_submitter.sh"
+    prepare "$2" 20260101-000000-2 --dry-run
+    echo "margin=$J_REQUEUE_MARGIN venv=$J_VENV"
+    HPC_REQUEUE_MARGIN=61 prepare "$2" 20260101-000000-3 --dry-run
+    echo "margin=$J_REQUEUE_MARGIN"' _ "$1" "$PROJECT" "${2:-}"
+  echo "$output $stderr"
+  [ "$status" -eq 0 ]
+  [[ ${lines[0]} == "margin=15 venv=$PROJECT/.venv" ]]
+  [[ ${lines[1]} == "margin=61" ]]
+}
+
 @test "inside a job, the enclosing plan's settings are not the user's: a child plans as from a clean shell; a value the line sets itself counts" {
   # The parent: submitted with a margin of 60 s and a venv of its own.
   mkdir -p "$BATS_TEST_TMPDIR/pvenv/bin" && : >"$BATS_TEST_TMPDIR/pvenv/bin/activate"
@@ -120,17 +139,7 @@ garbage_env_to() {
   cp "$BATS_TEST_TMPDIR/scripts/0" "$parent"
   # Its line's environment, as the batch script leaves it (HPC_JOB_SCRIPT names the
   # kept copy, here this file).
-  # shellcheck disable=SC2016
-  run --separate-stderr bash -c 'source <(sed "/job_runtime.sh/,\$d" "$1"); export HPC_JOB_SCRIPT=$1
-    source "$2/hpc_files/job_submitter.sh"
-    prepare "$2" 20260101-000000-2 --dry-run
-    echo "margin=$J_REQUEUE_MARGIN venv=$J_VENV"
-    HPC_REQUEUE_MARGIN=61 prepare "$2" 20260101-000000-3 --dry-run
-    echo "margin=$J_REQUEUE_MARGIN"' _ "$parent" "$PROJECT"
-  echo "$output"
-  [ "$status" -eq 0 ]
-  [[ ${lines[0]} == "margin=15 venv=$PROJECT/.venv" ]]
-  [[ ${lines[1]} == "margin=61" ]]
+  child_plans_as_from_a_clean_shell "$parent"
 }
 
 @test "inside a job of this version, the enclosing plan's settings are read from its manifest, not its batch script" {
@@ -144,18 +153,7 @@ garbage_env_to() {
   grep -qxF $'HPC_REQUEUE_MARGIN\t60' "$home/job.plan"
   # The line's environment as the batch script leaves it; then the script loses its
   # exports (nobody parses it: only the manifest is read).
-  # shellcheck disable=SC2016
-  run --separate-stderr bash -c 'source <(sed "/job_runtime.sh/,\$d" "$1/job.sbatch"); export HPC_JOB_SCRIPT=$1/job.sbatch
-    sed -i "/^export /d" "$1/job.sbatch"
-    source "$2/hpc_files/job_submitter.sh"
-    prepare "$2" 20260101-000000-2 --dry-run
-    echo "margin=$J_REQUEUE_MARGIN venv=$J_VENV"
-    HPC_REQUEUE_MARGIN=61 prepare "$2" 20260101-000000-3 --dry-run
-    echo "margin=$J_REQUEUE_MARGIN"' _ "$home" "$PROJECT"
-  echo "$output $stderr"
-  [ "$status" -eq 0 ]
-  [[ ${lines[0]} == "margin=15 venv=$PROJECT/.venv" ]]
-  [[ ${lines[1]} == "margin=61" ]]
+  child_plans_as_from_a_clean_shell "$home/job.sbatch" strip
 }
 
 @test "sbatch gets nothing of an enclosing job's Slurm variables; SLURM_CONF and the user's SBATCH_* stay" {

@@ -312,17 +312,18 @@ hpc_plan_manifest_to() {
   _pm_out=$_plan_manifest
 }
 
-# hpc_plan_manifest K: chunk K's manifest file (job_lib.sh: job.plan): what sbatch is asked for
-# (@ lines: the job's name, --array, the log's pattern), then the job's variables.
+# hpc_plan_manifest K [VARS]: chunk K's manifest file (job_lib.sh: job.plan): what sbatch is
+# asked for (@ lines: the job's name, --array, the log's pattern), then the job's variables
+# (VARS: hpc_plan_manifest_to's lines for chunk K, when the caller has them already).
 hpc_plan_manifest() {
-  hpc_plan_with_chunk "$1" _plan_manifest_file "$1"
+  hpc_plan_with_chunk "$1" _plan_manifest_file "$@"
 }
 
 _plan_manifest_file() {
-  local text array log
+  local text=${2-} array log
   hpc_plan_array_to array "$1"
   hpc_plan_log_pattern_to log
-  hpc_plan_manifest_to text "$1"
+  [[ -n ${2+set} ]] || hpc_plan_manifest_to text "$1"
   local _plan_manifest=""
   _export @format 1
   _export @job_name "$J_EXP_NAME"
@@ -334,12 +335,13 @@ _plan_manifest_file() {
   printf '%s' "$_plan_manifest" "$text"
 }
 
-# hpc_plan_exports K [SCRIPT]: the job's variables for chunk K as its batch script sets
-# them before it sources job_runtime.sh, read from the manifest (SCRIPT: the file that
-# holds them; also the start of an --interactive session's shell: local.sh).
+# hpc_plan_exports K [SCRIPT [VARS]]: the job's variables for chunk K as its batch script
+# sets them before it sources job_runtime.sh, rendered from the manifest's lines (SCRIPT:
+# the file that holds them; also the start of an --interactive session's shell: local.sh;
+# VARS: those lines, when the caller has them already).
 hpc_plan_exports() {
-  local manifest name value
-  hpc_plan_manifest_to manifest "$@"
+  local manifest=${3-} name value
+  [[ -n ${3+set} ]] || hpc_plan_manifest_to manifest "$1" "${2:-}"
   # The plan alone speaks to the job: no HPC_* variable of the submitting shell (another
   # job's, an --interactive session's, a stray export) comes through sbatch (README: The
   # job's environment). tests/unit/job_env.bats holds the job side to this.
@@ -519,9 +521,10 @@ _plan_text() {
   printf '%s' "$text"
 }
 
-# hpc_plan_script K: print chunk K's whole batch script on stdout, with its own settings.
+# hpc_plan_script K [VARS]: print chunk K's whole batch script on stdout, with its own
+# settings (VARS: as for hpc_plan_manifest).
 hpc_plan_script() {
-  hpc_plan_with_chunk "$1" _plan_script "$1"
+  hpc_plan_with_chunk "$1" _plan_script "$@"
 }
 
 _plan_script() {
@@ -575,7 +578,7 @@ _plan_script() {
 $pipefail_note
 
 EOF
-  hpc_plan_exports "$1" "$script"
+  hpc_plan_exports "$1" "$script" ${2+"$2"}
   # With a container the image, not a venv, provides Python (singularity_hpc_files/).
   # shellcheck disable=SC2016 # the script's text
   local env_step='hpc_activate_venv  # $HPC_VENV; a missing venv fails the job here'

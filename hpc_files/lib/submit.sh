@@ -45,7 +45,7 @@ _write_in_home() {
 # job (VENV_JOB) and these in one write.
 hpc_submit_plan() {
   local -n _submitted=$1
-  local venv_job=${2:-} commands_text k script manifest args id prev="" log f why tasks sbatch_rc commands
+  local venv_job=${2:-} commands_text k script manifest vars args id prev="" log f why tasks sbatch_rc commands
   local -a _written=() _ids=()
   _submitted=()
   hpc_submission_home_make
@@ -57,8 +57,10 @@ hpc_submit_plan() {
   for k in "${!J_CHUNKS[@]}"; do
     hpc_plan_script_path_to script "$k"
     hpc_home_plan_of_to manifest "$script"
-    _write_in_home "$manifest" hpc_plan_manifest "$k"
-    _write_in_home "$script" hpc_plan_script "$k"
+    # The job's variables once, for the manifest and the script's exports alike.
+    hpc_plan_with_chunk "$k" hpc_plan_manifest_to vars "$k"
+    _write_in_home "$manifest" hpc_plan_manifest "$k" "$vars"
+    _write_in_home "$script" hpc_plan_script "$k" "$vars"
     _written+=("$manifest" "$script")
     hpc_plan_chunk_to f "$k"
     hpc_plan_sbatch_args_to args "$k" "$venv_job" "$prev"

@@ -51,7 +51,7 @@ hpc_run_exit_hooks() {
   HPC_EXIT_CODE=$rc
   hpc_run_exit_hooks_now "$rc"
   # Not requeued: the job is over; a requeue request Slurm still holds must not run it again.
-  ((${HPC_REQUEUED:-0})) || hpc_slurm_job_finished "$HPC_EXIT_CODE"
+  ((${HPC_REQUEUED:-0})) || [[ ${HPC_FINISHED_MARKER:-} == no ]] || hpc_slurm_job_finished "$HPC_EXIT_CODE"
   exit "$HPC_EXIT_CODE"
 }
 

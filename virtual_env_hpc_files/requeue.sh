@@ -26,6 +26,8 @@ HPC_WATCHDOG_PID=""
 HPC_PREEMPT_WATCH_PID="" HPC_PREEMPT_WATCH_STOP=""
 HPC_REQUEUED=0 # this attempt asked Slurm for the requeue: its SIGTERM is expected
 HPC_JOB_ENDING=""  # set when Slurm is ending the job: it signals every step itself
+HPC_TERM_UNEXPLAINED="" # a SIGTERM came and squeue did not say why: asked again at the end
+HPC_FINISHED_MARKER=""  # no: this attempt leaves no finished marker (hpc_term_explain_late)
 # $HPC_EXP_DIR/.hpc_attempt/JOB: "start" (its time), "before" (the checkpoints then),
 # "stopped" (the watchdog stopped the program), "warned*" (a process took the warning),
 # "ended.rankN" (rank N's program has ended: task_wrapper.sh)
@@ -256,6 +258,11 @@ hpc_on_term() {
     sleep 0.3
     hpc_job_state_to state when restarts
   done
+  if [[ -z $state && -n ${SLURM_JOB_ID:-} ]]; then
+    # Asked again once the other exit steps took their time, before the attempt's record.
+    HPC_TERM_UNEXPLAINED=1
+    HPC_LAST_EXIT_HOOKS=(hpc_term_explain_late "${HPC_LAST_EXIT_HOOKS[@]}")
+  fi
   if [[ $HPC_REQUEUE_ON_TERM == yes || ($HPC_REQUEUE_ON_TERM == auto && ($state == PREEMPTED || -n $when)) ]]; then
     hpc_on_warning preempt
     return 0
@@ -273,11 +280,33 @@ hpc_on_term() {
     else
       hpc_log "received SIGTERM: the job was requeued from outside (scontrol requeue; restart $restarts): stopping the program; Slurm runs the job again"
     fi
+  elif [[ -n $HPC_TERM_UNEXPLAINED ]]; then
+    hpc_log "received SIGTERM (Slurm does not say yet whether it cancels or requeues the job): stopping the program"
   else
     hpc_log "received SIGTERM (job ${state:-ending}): stopping the program, no requeue"
   fi
   hpc_signal_program TERM
   hpc_hooks_before_kill # results copy and cleanup while Slurm still lets us (staging.sh)
+}
+
+# hpc_term_explain_late: an exit hook (the first of the last ones) of an attempt whose
+# SIGTERM squeue did not explain (hpc_on_term: it can miss a job Slurm is requeueing for
+# over a second, CI on 26.05 under load): ask once more. A restart count one up is a
+# requeue from outside: the attempt is recorded as requeued and leaves no finished marker.
+# Still no answer leaves no marker either: a requeued job would otherwise end at its next
+# attempt as "already finished", and a cancelled one does not run again.
+hpc_term_explain_late() {
+  [[ -n $HPC_TERM_UNEXPLAINED ]] || return 0
+  local state="" when="" restarts=""
+  hpc_job_state_to state when restarts
+  if [[ -z $restarts ]]; then
+    hpc_log "Slurm did not say whether it requeued the job: no finished marker left (were it requeued, its next attempt runs the command again)"
+    HPC_FINISHED_MARKER=no
+  elif ((restarts > HPC_RESTART_COUNT)); then
+    HPC_REQUEUED=1
+    hpc_log "the job was requeued from outside (scontrol requeue; restart $restarts), Slurm says now: Slurm runs the job again"
+  fi
+  HPC_TERM_UNEXPLAINED=""
 }
 
 # hpc_install_signal_traps: from the start of the job, so that a warning during data

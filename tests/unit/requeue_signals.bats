@@ -556,3 +556,55 @@ STUB
   [ ! -e "$scratch_dir/hpc_outputs/jobs/.hpc_finished.4242" ]
   ! compgen -G "$scratch_dir/hpc_outputs/jobs/.hpc_finished.*" >/dev/null || false
 }
+
+# term_job_with_squeue ANSWERS...: a job whose program is stopped by a SIGTERM to the batch
+# shell, on a Slurm 24.11 whose squeue answers, once the SIGTERM is sent, with each ANSWER
+# in turn ("-" for nothing, as when it misses the job for a moment), then the last again.
+term_job_with_squeue() {
+  local bin=$BATS_TEST_TMPDIR/stub
+  mkdir -p "$bin"
+  printf '%s\n' "$@" >"$BATS_TEST_TMPDIR/answers"
+  cat >"$bin/squeue" <<'STUB'
+#!/bin/bash
+[[ -e $STUB_DIR/termed ]] || { echo "RUNNING N/A 0"; exit 0; }
+n=$(cat "$STUB_DIR/asked" 2>/dev/null || echo 0)
+echo $((n + 1)) >"$STUB_DIR/asked"
+mapfile -t answers <"$STUB_DIR/answers"
+((n < ${#answers[@]})) || n=$((${#answers[@]} - 1))
+[[ ${answers[n]} == - ]] || echo "${answers[n]}"
+STUB
+  printf '#!/bin/bash\necho "slurm 24.11.5"\n' >"$bin/srun"
+  printf '#!/bin/bash\nexit 0\n' >"$bin/sinfo"
+  chmod +x "$bin"/*
+  mkdir -p "$BATS_TEST_TMPDIR/project"
+  export PATH=$bin:$PATH STUB_DIR=$BATS_TEST_TMPDIR HPC_LAUNCHER=none source_dir=$BATS_TEST_TMPDIR/project HPC_TASK_INDEX=0
+  printf '%s\n' 'touch "$READY"; sleep 30' >"$HPC_COMMANDS_FILE"
+  export READY=$BATS_TEST_TMPDIR/ready
+  run_job_side hpc_job_begin '(for _ in $(seq 600); do [ -e "$READY" ] && break; sleep 0.05; done; touch "$STUB_DIR/termed"; kill -TERM $$) & hpc_run_command; exit $?'
+  echo "$output"
+  echo "$stderr"
+}
+
+@test "a requeue from outside that squeue misses through every question at the SIGTERM (CI 26.05 under load) is asked again at the end: recorded as requeued, no finished marker" {
+  # CI 26.05: squeue missed the job three times in a row; the attempt was taken for a cancel,
+  # left its finished marker, and attempt 2 then ended at once as "already finished".
+  term_job_with_squeue - - - - "COMPLETING N/A 1"
+  [[ $output == *"the job was requeued from outside"*"restart 1"* ]]
+  [[ $output != *"no requeue"* ]]
+  ! compgen -G "$scratch_dir/hpc_outputs/jobs/.hpc_finished.*" >/dev/null || false
+  # hpc status reads the attempt as requeued, not cancelled.
+  grep -rh 'outcome=' "$BATS_TEST_TMPDIR"/commands*
+  grep -rq 'outcome=requeued exit=' "$BATS_TEST_TMPDIR"/commands*
+}
+
+@test "a SIGTERM that squeue never explains leaves no finished marker (a requeued job must not end at its next attempt), and says so" {
+  term_job_with_squeue -
+  [[ $output == *"Slurm did not say whether it requeued the job"* ]]
+  ! compgen -G "$scratch_dir/hpc_outputs/jobs/.hpc_finished.*" >/dev/null || false
+}
+
+@test "a cancel squeue shows (COMPLETING, the same restart count) leaves the finished marker" {
+  term_job_with_squeue "COMPLETING N/A 0"
+  [[ $output == *"received SIGTERM (job COMPLETING): stopping the program, no requeue"* ]]
+  compgen -G "$scratch_dir/hpc_outputs/jobs/.hpc_finished.*"
+}

@@ -160,6 +160,7 @@ prepare() {
     # The Slurm version, --time within MaxTime, --gpu-type (each distinct request of the
     # chunks: resource blocks); before anything waits.
     hpc_plan_each_distinct "J_PARTITION J_TIME J_GPU_TYPE" hpc_blocks_cluster_check
+    hpc_cluster_answers_keep # for the next submission (cluster.sh)
   fi
 }
 

@@ -33,16 +33,123 @@ hpc_cluster_version() {
     _hpc_refuse "this cluster runs Slurm $J_SLURM_VERSION, older than the oldest this toolkit supports ($HPC_SLURM_MIN_VERSION: it needs srun --overlap and SRUN_CPUS_PER_TASK). Ask the cluster's admins, or submit with your own sbatch script"
 }
 
-# hpc_cluster_ask_start: ask Slurm now, in the background, what the checks will need:
-# `sbatch --version` (sbatch.sh) and the job's partition (`scontrol show partition -o
-# NAME`, or every partition for the default one); the answers wait in pipes while the
+# hpc_cluster_ask_start: what the checks will need from Slurm: `sbatch --version`
+# (sbatch.sh), every partition (`scontrol -a -o show partition`) and `scontrol show
+# config`. From the answers kept by an earlier submission when they are still good
+# (below), else asked now, in the background: the answers wait in pipes while the
 # submission reads its configs (each takes a few ms, mostly loading Slurm's library).
 hpc_cluster_ask_start() {
+  ! _hpc_answers_load || return 0
+  HPC_SLURM_ANSWERS=asked
   hpc_sbatch_version_start
   [[ -z ${HPC_PARTITIONS_FD:-} ]] && command -v scontrol >/dev/null || return 0
   _hpc_partitions_ask
   # `scontrol show config` too: the array limits (arrays.sh) and PreemptType (below).
   [[ -n ${HPC_SLURM_CONFIG+set} ]] || exec {HPC_CONFIG_FD}< <(scontrol show config 2>/dev/null)
+}
+
+# --- answers kept between submissions ----------------------------------------------------
+# Asking Slurm costs a submission more than anything but sbatch itself (three of Slurm's
+# commands, each loading its library). A submission that asked keeps the answers, for
+# HPC_CLUSTER_CACHE_TTL seconds (300; 0: never kept), in a file of the user's own:
+# ${XDG_CACHE_HOME:-~/.cache}/hpc_files/slurm-answers.HOST. The next submission from the
+# same login node uses them unless the file is not the user's, Slurm's commands or its
+# slurm.conf ($SLURM_CONF) changed since, or the file is not whole. A check that would
+# refuse on kept answers asks Slurm again first (hpc_cluster_answers_fresh): kept answers
+# never refuse a submission. HPC_SLURM_ANSWERS: "kept" (from the file), "asked", or ""
+# (nothing asked: a dry run, --local).
+HPC_SLURM_ANSWERS=""
+HPC_SLURM_ANSWERS_FORMAT="hpc_files slurm answers 1"
+HPC_SLURM_ANSWERS_SEP=$'\036' # (ASCII RS: in no answer of Slurm's; one that has it is not kept)
+
+# _hpc_path_of_to VAR NAME: where NAME runs from on PATH ("" if nowhere), without a process.
+_hpc_path_of_to() {
+  local -n _po=$1
+  local dir rest=${PATH:-}:
+  _po=""
+  while [[ -n $rest ]]; do
+    dir=${rest%%:*} rest=${rest#*:}
+    [[ -f ${dir:-.}/$2 && -x ${dir:-.}/$2 ]] || continue
+    _po=${dir:-.}/$2
+    return 0
+  done
+}
+
+# _hpc_answers_file_to FILE_VAR KEY_VAR: the file of kept answers ("" when none are kept)
+# and what they must have been asked under: the host, $SLURM_CONF, sbatch and scontrol.
+_hpc_answers_file_to() {
+  local -n _af=$1 _ak=$2
+  local ttl=${HPC_CLUSTER_CACHE_TTL:-300} sb sc
+  _af="" _ak=""
+  [[ $ttl =~ ^[0-9]{1,9}$ ]] && ((10#$ttl > 0)) && [[ -n ${XDG_CACHE_HOME:-${HOME:-}} ]] || return 0
+  _hpc_path_of_to sb sbatch
+  _hpc_path_of_to sc scontrol
+  [[ -n $sb && -n $sc ]] || return 0
+  _af=${XDG_CACHE_HOME:-$HOME/.cache}/hpc_files/slurm-answers.${HOSTNAME:-host}
+  _ak=${HOSTNAME:-host}$'\t'${SLURM_CONF:-}$'\t'$sb$'\t'$sc
+}
+
+# _hpc_answers_load: the kept answers, when they are good (see above); returns 1 if not.
+_hpc_answers_load() {
+  local file key t now conf=${SLURM_CONF:-/etc/slurm/slurm.conf} sep=$HPC_SLURM_ANSWERS_SEP
+  local head version partitions config end sb sc=""
+  _hpc_answers_file_to file key
+  [[ -n $file && -f $file && ! -L $file && -O $file ]] || return 1
+  # Written after slurm.conf and Slurm's commands last changed (an upgrade, a new setting).
+  sb=${key%$'\t'*} sc=${key##*$'\t'} sb=${sb##*$'\t'}
+  [[ $file -nt $sb && $file -nt $sc && (! -e $conf || $file -nt $conf) ]] || return 1
+  # Read part by part (a pattern over the whole text would cost more than asking Slurm).
+  {
+    IFS= read -r -d "$sep" head && IFS= read -r -d "$sep" version &&
+      IFS= read -r -d "$sep" partitions && IFS= read -r -d "$sep" config &&
+      { IFS= read -r -d '' end || [[ -n $end ]]; }
+  } <"$file" || return 1
+  [[ $head == "$HPC_SLURM_ANSWERS_FORMAT"$'\n'"key"$'\t'"$key"$'\n'"time"$'\t'* && $end == $'end\n' ]] || return 1
+  t=${head#*$'\n'time$'\t'} t=${t%$'\n'}
+  printf -v now '%(%s)T' -1
+  [[ $t =~ ^[0-9]{1,12}$ ]] && ((now >= 10#$t && now - 10#$t < 10#${HPC_CLUSTER_CACHE_TTL:-300})) || return 1
+  [[ $version == $'version\n'?* && $partitions == $'partitions\nPartitionName='* && $config == $'config\n'?* ]] || return 1
+  version=${version#version$'\n'} partitions=${partitions#partitions$'\n'} config=${config#config$'\n'}
+  HPC_SBATCH_VERSION_SAID=${version%$'\n'} HPC_SBATCH_VERSION_RC=0
+  HPC_PARTITIONS_TEXT=$partitions HPC_SLURM_CONFIG=$config HPC_SLURM_ANSWERS=kept
+}
+
+# hpc_cluster_answers_keep: keep this submission's answers for the next (asked, whole,
+# and from a Slurm the version check took); nothing when they came from the file.
+hpc_cluster_answers_keep() {
+  [[ $HPC_SLURM_ANSWERS == asked && -n ${J_SLURM_VERSION:-} ]] || return 0
+  local file key version config partitions now sep=$HPC_SLURM_ANSWERS_SEP
+  _hpc_answers_file_to file key
+  [[ -n $file ]] || return 0
+  hpc_sbatch_version_to version || return 0
+  hpc_slurm_config_to config
+  _hpc_partitions_text_to partitions
+  [[ -n $version && -n $config && $partitions == PartitionName=* ]] || return 0
+  [[ $version$config$partitions != *"$sep"* ]] || return 0
+  # shellcheck disable=SC2174 # (only the last folder needs to be private)
+  [[ -d ${file%/*} ]] || mkdir -p -m 700 -- "${file%/*}" 2>/dev/null || return 0
+  [[ -O ${file%/*} && ! -L ${file%/*} ]] || return 0
+  printf -v now '%(%s)T' -1
+  { printf '%s\nkey\t%s\ntime\t%s\n%sversion\n%s\n%spartitions\n%s\n%sconfig\n%s\n%send\n' \
+    "$HPC_SLURM_ANSWERS_FORMAT" "$key" "$now" "$sep" "$version" "$sep" "${partitions%$'\n'}" \
+    "$sep" "${config%$'\n'}" "$sep" >"$file.$$" && mv -f -- "$file.$$" "$file"; } 2>/dev/null ||
+    rm -f -- "$file.$$" 2>/dev/null
+  return 0
+}
+
+# hpc_cluster_answers_fresh: before a check refuses on Slurm's answers: when they were the
+# kept ones, forget them (the file too) and return 0, so that the caller checks again
+# with Slurm's answers of now (a partition's MaxTime raised since, say); returns 1 when
+# the answers are Slurm's of now: the refusal stands. (The version stays: it is the
+# version of the sbatch that is there now, which has not changed since it was kept.)
+hpc_cluster_answers_fresh() {
+  [[ $HPC_SLURM_ANSWERS == kept ]] || return 1
+  local file key
+  _hpc_answers_file_to file key
+  [[ -z $file ]] || rm -f -- "$file" 2>/dev/null
+  unset HPC_PARTITIONS_TEXT HPC_SLURM_CONFIG HPC_SLURM_MAX_JOB_COUNT HPC_SLURM_MAX_ARRAY_SIZE
+  declare -gA HPC_PARTITION_INFO=()
+  HPC_SLURM_ANSWERS=asked
 }
 
 # hpc_slurm_config_to VAR: `scontrol show config`, asked once per submission (in the
@@ -97,42 +204,45 @@ hpc_preempt_watch_to() {
   esac
 }
 
-# _hpc_partitions_ask: `scontrol show partition -o` of J_PARTITION (every partition when
-# none: the default is among them) into a pipe, read by _hpc_partitions_read.
+# _hpc_partitions_ask: every partition (`scontrol -a -o show partition`: hidden ones and
+# those of other groups too) into a pipe, read by _hpc_partitions_text_to.
 _hpc_partitions_ask() {
-  HPC_PARTITIONS_KEY=${J_PARTITION:-<default>}
-  exec {HPC_PARTITIONS_FD}< <(scontrol show partition -o ${J_PARTITION:+"$J_PARTITION"} 2>/dev/null)
+  exec {HPC_PARTITIONS_FD}< <(scontrol -a -o show partition 2>/dev/null)
 }
 
-# _hpc_partitions_read: HPC_PARTITION_INFO[HPC_PARTITIONS_KEY] from _hpc_partitions_ask's
-# answer: the partition's line, or the default partition's ("" when none).
-_hpc_partitions_read() {
-  local line info=""
-  while IFS= read -r -u "$HPC_PARTITIONS_FD" line; do
-    [[ $line == PartitionName=* ]] || continue
-    if [[ $HPC_PARTITIONS_KEY != "<default>" || $line == *" Default=YES "* ]]; then
-      info=$line
-      break
-    fi
-  done
-  exec {HPC_PARTITIONS_FD}<&-
-  HPC_PARTITIONS_FD=""
-  HPC_PARTITION_INFO[$HPC_PARTITIONS_KEY]=$info
+# _hpc_partitions_text_to VAR: every partition's line (HPC_PARTITIONS_TEXT), asked once
+# per submission ("" when Slurm does not answer).
+_hpc_partitions_text_to() {
+  local -n _pt=$1
+  if [[ -z ${HPC_PARTITIONS_TEXT+set} ]]; then
+    [[ -n ${HPC_PARTITIONS_FD:-} ]] || _hpc_partitions_ask
+    HPC_PARTITIONS_TEXT=""
+    IFS= read -r -d '' -u "$HPC_PARTITIONS_FD" HPC_PARTITIONS_TEXT || true
+    exec {HPC_PARTITIONS_FD}<&-
+    HPC_PARTITIONS_FD=""
+  fi
+  _pt=$HPC_PARTITIONS_TEXT
 }
 
-# _hpc_partition_info_to VAR: `scontrol show partition -o` of the job's partition (its
-# default when none was given); "" when Slurm does not answer. Asked once per partition
-# (hpc_cluster_ask_start asks the first; resource blocks check each block's job: blocks.sh).
+# _hpc_partition_info_to VAR: `scontrol -o show partition` of the job's partition (its
+# default when none was given); "" when Slurm does not answer or has no such partition.
+# Memoized per partition in HPC_PARTITION_INFO (hpc_preempt_watch_to reads it).
 _hpc_partition_info_to() {
   local -n _info=$1
-  local key=${J_PARTITION:-<default>}
+  local _pi_key=${J_PARTITION:-<default>} _pi_text _pi_line _pi_found=""
   declare -gA HPC_PARTITION_INFO # (no value given: what it holds is kept)
-  [[ -z ${HPC_PARTITIONS_FD:-} ]] || _hpc_partitions_read
-  if [[ ! -v HPC_PARTITION_INFO[$key] ]]; then
-    _hpc_partitions_ask
-    _hpc_partitions_read
+  if [[ ! -v HPC_PARTITION_INFO[$_pi_key] ]]; then
+    _hpc_partitions_text_to _pi_text
+    while IFS= read -r _pi_line; do
+      if [[ $_pi_key == "<default>" && $_pi_line == PartitionName=*" Default=YES "* ]] ||
+        [[ $_pi_line == "PartitionName=$_pi_key "* ]]; then
+        _pi_found=$_pi_line
+        break
+      fi
+    done <<<"$_pi_text"
+    HPC_PARTITION_INFO[$_pi_key]=$_pi_found
   fi
-  _info=${HPC_PARTITION_INFO[$key]}
+  _info=${HPC_PARTITION_INFO[$_pi_key]}
 }
 
 # _hpc_field_to VAR LINE NAME: the value of NAME=VALUE in a `scontrol -o` line.
@@ -156,6 +266,10 @@ hpc_cluster_check_time() {
   slurm_time_seconds_to limit "$max"
   slurm_time_seconds_to asked "$J_TIME"
   ((asked > limit)) || return 0
+  if hpc_cluster_answers_fresh; then # (kept answers: Slurm's of now decide)
+    hpc_cluster_check_time
+    return
+  fi
   _hpc_refuse "--time $J_TIME is longer than partition $name allows (MaxTime=$max): ask for at most --time $max, or choose another partition with -p (sinfo -o '%P %l' lists their limits)"
 }
 

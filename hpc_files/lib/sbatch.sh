@@ -12,7 +12,7 @@ HPC_LEDGER_PENDING="" # the ledger lines of this submission, written by hpc_ledg
 # library takes a few ms, done while the submission reads its configs); its answer waits
 # in a pipe for hpc_sbatch_version_to. Nothing when sbatch is missing or already asked.
 hpc_sbatch_version_start() {
-  [[ -z ${HPC_SBATCH_VERSION_FD:-} ]] && command -v sbatch >/dev/null || return 0
+  [[ -z ${HPC_SBATCH_VERSION_FD:-} && -z ${HPC_SBATCH_VERSION_RC:-} ]] && command -v sbatch >/dev/null || return 0
   exec {HPC_SBATCH_VERSION_FD}< <(
     hpc_forget_enclosing_job
     sbatch --version 2>&1
@@ -21,24 +21,29 @@ hpc_sbatch_version_start() {
 }
 
 # hpc_sbatch_version_to VAR: what `sbatch --version` prints (cluster.sh reads the version
-# from it), from hpc_sbatch_version_start's pipe when it was started; returns its exit
-# status.
+# from it), asked once per submission: from hpc_sbatch_version_start's pipe when it was
+# started, from the answers kept between submissions (cluster.sh), else now; returns its
+# exit status. Kept in HPC_SBATCH_VERSION_SAID and HPC_SBATCH_VERSION_RC.
 hpc_sbatch_version_to() {
   local -n _said=$1
-  if [[ -n ${HPC_SBATCH_VERSION_FD:-} ]]; then
-    local text="" rc
-    IFS= read -r -d '' -u "$HPC_SBATCH_VERSION_FD" text || true
-    exec {HPC_SBATCH_VERSION_FD}<&-
-    HPC_SBATCH_VERSION_FD=""
-    text=${text%$'\n'} rc=${text##*$'\n'} text=${text%$'\n'*}
-    _said=${text%$'\n'}
-    [[ $rc =~ ^[0-9]+$ ]] || rc=1
-    return "$rc"
+  if [[ -z ${HPC_SBATCH_VERSION_RC:-} ]]; then
+    local text="" rc=0
+    if [[ -n ${HPC_SBATCH_VERSION_FD:-} ]]; then
+      IFS= read -r -d '' -u "$HPC_SBATCH_VERSION_FD" text || true
+      exec {HPC_SBATCH_VERSION_FD}<&-
+      HPC_SBATCH_VERSION_FD=""
+      text=${text%$'\n'} rc=${text##*$'\n'} text=${text%$'\n'*}
+      [[ $rc =~ ^[0-9]+$ ]] || rc=1
+    else
+      text=$(
+        hpc_forget_enclosing_job
+        sbatch --version 2>&1
+      ) || rc=$?
+    fi
+    HPC_SBATCH_VERSION_SAID=${text%$'\n'} HPC_SBATCH_VERSION_RC=$rc
   fi
-  _said=$(
-    hpc_forget_enclosing_job
-    sbatch --version 2>&1
-  )
+  _said=$HPC_SBATCH_VERSION_SAID
+  return "$HPC_SBATCH_VERSION_RC"
 }
 
 # hpc_sbatch_argv_to ARRAY ARG...: the exact command line hpc_sbatch runs for ARG...

@@ -45,10 +45,13 @@ raw_big() {
   for s in "${big_scripts[@]}"; do sbatch --parsable --hold "$s"; done
 }
 
-raw=() one=() raw_k=() k_dry=() k=()
+raw=() one=() one_asked=() raw_k=() k_dry=() k=()
 for ((i = 0; i < repeats; i++)); do
   raw+=("$(time_ms sbatch --parsable --hold "$script")")
   one+=("$(time_ms tool --configs one.txt -e hpc_bench_one)")
+  cancel
+  # The same, asking Slurm every time (the first submission from a login node: cluster.sh).
+  one_asked+=("$(HPC_CLUSTER_CACHE_TTL=0 time_ms tool --configs one.txt -e hpc_bench_one)")
   raw_k+=("$(time_ms sbatch --parsable --hold --array=0-999 "$script")")
   k_dry+=("$(time_ms tool --configs thousand.txt -e hpc_bench_k --dry-run)")
   k+=("$(time_ms tool --configs thousand.txt -e hpc_bench_k)")
@@ -79,13 +82,15 @@ PY
   done
 fi
 
-m_raw=$(median "${raw[@]}") m_one=$(median "${one[@]}")
+m_raw=$(median "${raw[@]}") m_one=$(median "${one[@]}") m_one_asked=$(median "${one_asked[@]}")
 m_raw_k=$(median "${raw_k[@]}") m_k_dry=$(median "${k_dry[@]}") m_k=$(median "${k[@]}")
 m_raw_20k=$(median "${raw_20k[@]}") m_big_dry=$(median "${big_dry[@]}") m_big=$(median "${big[@]}")
 printf 'submit benchmark as %s (medians of %d; 20,000 lines: of %d), load %s\n' \
   "$(id -un)" "$repeats" "$big_repeats" "$(cut -d' ' -f1-3 /proc/loadavg)"
 printf '  one job:      raw sbatch %4s ms | job_submitter.sh %4s ms | %sx, sbatch + %s ms (target: sbatch + 40 ms)\n' \
   "$m_raw" "$m_one" "$(ratio "$m_one" "$m_raw")" "$(awk -v a="$m_one" -v b="$m_raw" 'BEGIN{print a-b}')"
+printf '                asking Slurm (HPC_CLUSTER_CACHE_TTL=0: a first submission) %4s ms, sbatch + %s ms\n' \
+  "$m_one_asked" "$(awk -v a="$m_one_asked" -v b="$m_raw" 'BEGIN{print a-b}')"
 printf '  1,000 lines:  raw sbatch --array %4s ms | job_submitter.sh --dry-run %4s ms, real %4s ms (target: 100 ms)\n' \
   "$m_raw_k" "$m_k_dry" "$m_k"
 printf '  20,000 lines: raw sbatch of its %d arrays %4s ms | job_submitter.sh --dry-run %4s ms, real %4s ms (target: 1,000 ms)\n' \

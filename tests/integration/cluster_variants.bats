@@ -88,3 +88,50 @@ no_submission() {
   done
   [ "$n" -eq 2 ]
 }
+
+# spy_path DIR LOG: Slurm's commands in DIR, each writing its command line to LOG, then
+# running the real one: what a submission asks of Slurm.
+spy_path() {
+  local c real
+  mkdir -p "$1"
+  : >"$2"
+  for c in sbatch scontrol squeue sinfo sacct; do
+    real=$(type -P "$c") # (not the helpers' functions of the same name)
+    printf '#!/bin/sh\necho "%s $*" >>"%s"\nexec "%s" "$@"\n' "$c" "$2" "$real" >"$1/$c"
+    chmod 755 "$1/$c"
+  done
+}
+
+teardown() {
+  [[ -z ${KEPT_PARTITION:-} ]] || as_admin scontrol delete PartitionName="$KEPT_PARTITION" || true
+}
+
+@test "kept answers, on the real cluster as a normal user: the next submission runs sbatch and nothing else of Slurm's; a MaxTime an admin raised since is honoured at once" {
+  KEPT_PARTITION=kept$$
+  as_admin scontrol create PartitionName="$KEPT_PARTITION" Nodes=ALL MaxTime=5 State=UP
+  local spy=$BATS_TEST_TMPDIR/spy log=$BATS_TEST_TMPDIR/slurm_calls
+  spy_path "$spy" "$log"
+  printf 'python argv_dump.py kept\n' >"$PROJECT/experiment_configurations.txt"
+  PATH=$spy:$PATH submit --exp-name k1 -p "$KEPT_PARTITION" --time 4 --sbatch-option=--hold
+  grep -q '^scontrol ' "$log"
+  [ "$(stat -c %U "$HOME/.cache/hpc_files")" = "$HPC_TEST_USER" ]
+  : >"$log"
+  PATH=$spy:$PATH submit --exp-name k2 -p "$KEPT_PARTITION" --time 4 --sbatch-option=--hold
+  cat "$log"
+  [ "$(grep -vc '^sbatch --parsable ' "$log")" = 0 ]
+  [ "$(grep -c '^sbatch --parsable ' "$log")" = 1 ]
+  scancel -n k1
+  scancel -n k2
+  # The admin raises the limit; the kept 5 minutes would refuse 8: Slurm is asked again.
+  as_admin scontrol update PartitionName="$KEPT_PARTITION" MaxTime=10
+  : >"$log"
+  PATH=$spy:$PATH submit --exp-name k3 -p "$KEPT_PARTITION" --time 8
+  grep -q '^scontrol ' "$log"
+  wait_job "$JOB_ID"
+  [ "$(job_state "$JOB_ID")" = COMPLETED ]
+  [ "$(field "$SCRATCH/proj/k3/checkpoints/kept.json" 'd["env"]["SLURM_JOB_PARTITION"]')" = "$KEPT_PARTITION" ]
+  # Still too long by Slurm's answer of now: refused, naming the new limit.
+  run --separate-stderr submitter --exp-name k4 -p "$KEPT_PARTITION" --time 12
+  [ "$status" -eq 2 ]
+  [[ $stderr == *"longer than partition $KEPT_PARTITION allows (MaxTime=00:10:00)"* ]]
+}

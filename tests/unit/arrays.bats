@@ -74,8 +74,9 @@ script_of() {
 echo "\$*" >>"$BATS_TEST_TMPDIR/scontrol.log"
 case "\$*" in
   "show config") printf 'MaxArraySize            = 10\nPreemptType             = preempt/partition_prio\n' ;;
-  *" low") echo "PartitionName=low MaxTime=UNLIMITED PreemptMode=REQUEUE State=UP" ;;
-  *) echo "PartitionName=\${4:-main} Default=YES MaxTime=UNLIMITED PreemptMode=OFF State=UP" ;;
+  "-a -o show partition")
+    echo "PartitionName=main Default=YES MaxTime=UNLIMITED PreemptMode=OFF State=UP"
+    echo "PartitionName=low Default=NO MaxTime=UNLIMITED PreemptMode=REQUEUE State=UP" ;;
 esac
 EOF
   lines 12
@@ -84,9 +85,16 @@ EOF
   [ "$(sbatch_calls)" -eq 2 ] # MaxArraySize 10: two arrays
   grep -qx "export HPC_PREEMPT_WATCH='no'" <(script_of 1)
   [ "$(grep -c '^show config$' "$BATS_TEST_TMPDIR/scontrol.log")" = 1 ]
+  [ "$(grep -c '^-a -o show partition$' "$BATS_TEST_TMPDIR/scontrol.log")" = 1 ]
+  # The next submission reads the answers the first kept (cluster.sh): Slurm asked no more.
   run --separate-stderr submitter -p low
   [ "$status" -eq 0 ]
   grep -qx "export HPC_PREEMPT_WATCH='yes'" <(script_of 3)
+  [ "$(wc -l <"$BATS_TEST_TMPDIR/scontrol.log")" = 2 ]
+  HPC_CLUSTER_CACHE_TTL=0 run --separate-stderr submitter -p main -e other
+  [ "$status" -eq 0 ]
+  grep -qx "export HPC_PREEMPT_WATCH='no'" <(script_of 5) # (two arrays each: 12 lines)
+  [ "$(wc -l <"$BATS_TEST_TMPDIR/scontrol.log")" = 4 ]
   run --separate-stderr submitter -n
   [[ $output == *"export HPC_PREEMPT_WATCH='yes'"* ]] # a dry run asks nothing: the safe yes
 }

@@ -128,13 +128,25 @@ hpc_run_settle() {
   HPC_RESUME_FROM="" # (not unset: a packed line's is a local of pack.sh)
   if ((HPC_RESUMING)); then
     HPC_INIT_FROM=resume
-    local newest
-    newest=$(find "$dir" "${HPC_CKPT_FILE_TESTS[@]}" \
-      -printf '%T@ %P\n' 2>/dev/null | sort -rn | head -n 1)
-    newest=${newest#* }
+    local newest="" path entry
+    local -A skipped=()
     # The entry of DIR that holds the newest file (a Trainer's checkpoint-N/), for scripts
-    # that resume only from a path they are given (--resume_from_checkpoint).
-    [[ -z $newest ]] || export HPC_RESUME_FROM=$dir/${newest%%/*}
+    # that resume only from a path they are given (--resume_from_checkpoint). A Trainer's
+    # checkpoint-N/ without its trainer_state.json (written last) was cut short, by the
+    # end of an attempt mid-save: resuming from it fails, so the next newest is taken.
+    while IFS= read -r path; do
+      path=${path#* }
+      [[ -n $newest ]] || newest=$path
+      entry=${path%%/*}
+      if [[ $path == */* && $entry == checkpoint-[0-9]* && ! -e $dir/$entry/trainer_state.json ]]; then
+        [[ -n ${skipped[$entry]:-} ]] ||
+          hpc_log "${pfx}$dir/$entry has no trainer_state.json (cut short): not resumed from"
+        skipped[$entry]=1
+        continue
+      fi
+      export HPC_RESUME_FROM=$dir/$entry
+      break
+    done < <(find "$dir" "${HPC_CKPT_FILE_TESTS[@]}" -printf '%T@ %P\n' 2>/dev/null | sort -rn)
     hpc_log "${pfx}resuming: $dir holds this run's checkpoints (newest: $newest); HPC_RESUMING=1 HPC_INIT_FROM=resume${HPC_RESUME_FROM:+ HPC_RESUME_FROM=$HPC_RESUME_FROM}"
   else
     hpc_log "${pfx}starting from scratch: nothing to resume in $dir; HPC_RESUMING=0 HPC_INIT_FROM=scratch"

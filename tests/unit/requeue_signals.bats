@@ -264,6 +264,29 @@ signal.signal(signal.SIGUSR1, signal.SIG_DFL); open(sys.argv[1]+"/ready","w"); t
   [[ $output == *"from=unset"$'\n'* || $output == *"from=unset" ]]
 }
 
+@test "a Trainer checkpoint cut short by the attempt's end (checkpoint-N/ without trainer_state.json) is not HPC_RESUME_FROM: the newest whole one is, and the log says so" {
+  # CI 22.05: the program, stopped mid-save, left checkpoint-80/ with its weights only;
+  # --resume_from_checkpoint of it failed (FileNotFoundError: trainer_state.json).
+  local ck=$scratch_dir/e/checkpoints
+  mkdir -p "$ck/checkpoint-70" "$ck/checkpoint-80"
+  printf 'run=e-1/0\njob=4242\n' >"$ck/.hpc_run"
+  printf w >"$ck/checkpoint-70/model.safetensors"
+  printf 70 >"$ck/checkpoint-70/trainer_state.json"
+  touch -d '2 minutes ago' "$ck/checkpoint-70/model.safetensors" "$ck/checkpoint-70/trainer_state.json"
+  printf w >"$ck/checkpoint-80/model.safetensors"
+  export HPC_SUBMISSION_ID=e-1 HPC_LAUNCHER=none HPC_REQUEUE=no HPC_PREEMPT_WATCH=no
+  printf '%s\n' 'echo "from=${HPC_RESUME_FROM-unset}"' >"$HPC_COMMANDS_FILE"
+  run_job_side hpc_job_begin 'hpc_run_command'
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ $output == *"from=$ck/checkpoint-70"$'\n'* ]]
+  [[ $output == *"$ck/checkpoint-80 has no trainer_state.json (cut short): not resumed from"* ]]
+  # Whole again: the newest.
+  printf 80 >"$ck/checkpoint-80/trainer_state.json"
+  run_job_side hpc_job_begin 'hpc_run_command'
+  [[ $output == *"from=$ck/checkpoint-80"$'\n'* ]]
+}
+
 # warned_job LINE: a job on one node (launcher none) whose batch shell gets the warning
 # 1 s after the program starts, with a 6 s grace period (no margin: the program gets 6 s).
 warned_job() {

@@ -163,9 +163,12 @@ want = {0: ["finished"], 1: ["failed"], 2: ["warned-requeued", "finished"],
         3: ["no-progress"], 4: ["warned-requeued", "finished"],
         5: ["warned-requeued", "finished"], 6: ["warned-requeued", "started-over"],
         7: ["no-progress"]}
+# Task 6's second attempt: "started-over" or, where the log says "only appended to"
+# (the step the warning reached decides, as above), "no-progress". Either: not requeued.
+also = {6: ["warned-requeued", "no-progress"]}
 for i, outcomes in want.items():
     got = [a["outcome"] for a in tasks[i]["attempt_list"]]
-    assert got == outcomes and tasks[i]["attempts"] == len(outcomes), (i, got, outcomes)
+    assert got in (outcomes, also.get(i)) and tasks[i]["attempts"] == len(got), (i, got, outcomes)
 EOF
   run --separate-stderr hpc status "${n}_2"
   echo "$output"

@@ -5,7 +5,7 @@
 #
 # Usage: bash tests/run_tests.sh [--slurm VERSION] [unit|python|integration|lint|gpu]...   (default: all)
 # Installs what is missing first (tests/setup/install_deps.sh; not for `gpu` alone, which
-# runs offline). Integration tests run HPC_TEST_JOBS at a time (default 4), as the normal
+# runs offline). Unit test files run HPC_TEST_UNIT_JOBS at a time (default 2), integration tests HPC_TEST_JOBS (default 4), as the normal
 # user hpcalice (tests/helpers/users.bash), with the venv HPC_TEST_VENV (default
 # /opt/hpc_files/test-venv, made by tests/setup/install_deps.sh), on a local cluster whose
 # nodes each have their own disk at /localscratch (HPC_LOCAL_NODE_DISKS, default pernode
@@ -22,6 +22,7 @@ cd "$root"
 venv=${HPC_TEST_VENV:-/opt/hpc_files/test-venv}
 export HPC_TEST_VENV=$venv
 jobs=${HPC_TEST_JOBS:-4}
+unit_jobs=${HPC_TEST_UNIT_JOBS:-2}
 passed=0 failed=0 skipped=0
 failures=()
 
@@ -100,6 +101,16 @@ run_bats() {
   bats "$@" | tee "$out" || true
   tally "$name" "$out"
   rm -f "$out"
+}
+
+# run_unit: the unit tests, HPC_TEST_UNIT_JOBS files at a time (default 2: half the time
+# of one at a time on 2 cores; each test has its own folder, HOME and stubs).
+run_unit() {
+  local parallel=()
+  if command -v parallel >/dev/null && ((unit_jobs > 1)); then
+    parallel=(--jobs "$unit_jobs" --no-parallelize-within-files)
+  fi
+  run_bats unit tests/unit "${parallel[@]}" tests/unit
 }
 
 run_python() {
@@ -186,7 +197,7 @@ main() {
   for part in "${parts[@]}"; do
     case $part in
       lint) run_lint ;;
-      unit) run_bats unit tests/unit tests/unit ;;
+      unit) run_unit ;;
       python) run_python ;;
       integration) run_integration ;;
       gpu) run_gpu ;;

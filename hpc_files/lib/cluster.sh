@@ -75,29 +75,32 @@ _hpc_path_of_to() {
   done
 }
 
-# _hpc_answers_file_to FILE_VAR KEY_VAR: the file of kept answers ("" when none are kept)
-# and what they must have been asked under: the host, $SLURM_CONF, sbatch and scontrol.
+# _hpc_answers_file_to FILE_VAR KEY_VAR [COMMANDS_ARRAY]: the file of kept answers (""
+# when none are kept) and what they must have been asked under: the host, $SLURM_CONF,
+# sbatch and scontrol (whose paths go into COMMANDS_ARRAY too).
 _hpc_answers_file_to() {
   local -n _af=$1 _ak=$2
-  local ttl=${HPC_CLUSTER_CACHE_TTL:-300} sb sc
-  _af="" _ak=""
+  local _af_none=() ttl=${HPC_CLUSTER_CACHE_TTL:-300} sb sc
+  local -n _acmds=${3:-_af_none}
+  _af="" _ak="" _acmds=()
   [[ $ttl =~ ^[0-9]{1,9}$ ]] && ((10#$ttl > 0)) && [[ -n ${XDG_CACHE_HOME:-${HOME:-}} ]] || return 0
   _hpc_path_of_to sb sbatch
   _hpc_path_of_to sc scontrol
   [[ -n $sb && -n $sc ]] || return 0
   _af=${XDG_CACHE_HOME:-$HOME/.cache}/hpc_files/slurm-answers.${HOSTNAME:-host}
   _ak=${HOSTNAME:-host}$'\t'${SLURM_CONF:-}$'\t'$sb$'\t'$sc
+  _acmds=("$sb" "$sc")
 }
 
 # _hpc_answers_load: the kept answers, when they are good (see above); returns 1 if not.
 _hpc_answers_load() {
   local file key t now conf=${SLURM_CONF:-/etc/slurm/slurm.conf} sep=$HPC_SLURM_ANSWERS_SEP
-  local head version partitions config end sb sc=""
-  _hpc_answers_file_to file key
+  local head version partitions config end
+  local -a cmds
+  _hpc_answers_file_to file key cmds
   [[ -n $file && -f $file && ! -L $file && -O $file ]] || return 1
   # Written after slurm.conf and Slurm's commands last changed (an upgrade, a new setting).
-  sb=${key%$'\t'*} sc=${key##*$'\t'} sb=${sb##*$'\t'}
-  [[ $file -nt $sb && $file -nt $sc && (! -e $conf || $file -nt $conf) ]] || return 1
+  [[ $file -nt ${cmds[0]} && $file -nt ${cmds[1]} && (! -e $conf || $file -nt $conf) ]] || return 1
   # Read part by part (a pattern over the whole text would cost more than asking Slurm).
   {
     IFS= read -r -d "$sep" head && IFS= read -r -d "$sep" version &&

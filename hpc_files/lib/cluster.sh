@@ -39,6 +39,7 @@ hpc_cluster_version() {
 # (below), else asked now, in the background: the answers wait in pipes while the
 # submission reads its configs (each takes a few ms, mostly loading Slurm's library).
 hpc_cluster_ask_start() {
+  [[ -z ${HPC_CLUSTER_CACHE_TTL:-} ]] || check_count HPC_CLUSTER_CACHE_TTL "$HPC_CLUSTER_CACHE_TTL" 0 seconds
   ! _hpc_answers_load || return 0
   HPC_SLURM_ANSWERS=asked
   hpc_sbatch_version_start

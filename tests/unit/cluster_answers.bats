@@ -90,10 +90,13 @@ asks() {
   sed -i "s/^time\t.*/time\t$(($(date +%s) - 301))/" "$KEPT"
   run --separate-stderr submitter -e d
   [ "$status" -eq 0 ] && [ "$(asks)" -eq 12 ]
-  HPC_CLUSTER_CACHE_TTL=1 run --separate-stderr submitter -e d2
+  # a TTL of the user's own: answers 59 s old are good for 60 s, 61 s old are not (the
+  # time is set here: a submission can take over a second on a busy machine)
+  sed -i "s/^time\t.*/time\t$(($(date +%s) - 59))/" "$KEPT"
+  HPC_CLUSTER_CACHE_TTL=60 run --separate-stderr submitter -e d2
   [ "$(asks)" -eq 12 ] # (fresh again)
-  sleep 1.1
-  HPC_CLUSTER_CACHE_TTL=1 run --separate-stderr submitter -e d3
+  sed -i "s/^time\t.*/time\t$(($(date +%s) - 61))/" "$KEPT"
+  HPC_CLUSTER_CACHE_TTL=60 run --separate-stderr submitter -e d3
   [ "$(asks)" -eq 15 ]
   # another login node (another file)
   HOSTNAME=login2 run --separate-stderr submitter -e e
@@ -152,4 +155,18 @@ asks() {
   echo "$stderr"
   [ "$status" -eq 0 ]
   [[ $output == *"array of 4 tasks"* ]]
+}
+
+@test "HPC_CLUSTER_CACHE_TTL that is not a whole number of seconds is refused with exit 2, saying what to give; nothing submitted or kept" {
+  local bad
+  for bad in abc -5 1.5 '300 ' 12345678901; do
+    HPC_CLUSTER_CACHE_TTL=$bad run --separate-stderr submitter -e bad
+    echo "$bad: $stderr"
+    [ "$status" -eq 2 ]
+    [[ $stderr == *HPC_CLUSTER_CACHE_TTL* ]]
+    [[ $stderr == *"whole number of seconds"* || $stderr == *"far too large"* ]]
+  done
+  [ "$(sbatch_calls)" -eq 0 ]
+  [ ! -e "$KEPT" ]
+  [ "$(asks)" -eq 0 ]
 }

@@ -104,13 +104,19 @@ hpc_code_snapshot() {
   if [[ ! -d $dir ]]; then
     mkdir -p -- "${dir%/*}" || die "cannot create ${dir%/*}"
     tmp=$dir.tmp.$$
-    local copied=1
+    local copied=1 mask
+    # A copy of the code is private (umask 077 while it is made: the folder 700, its files
+    # 600 or 700), as the --data archives are, whatever the project's modes: only the
+    # user's own jobs read it.
+    mask=$(umask)
+    umask 077
     if [[ -n $J_CODE_TREE ]]; then # --remote: the files the laptop sent (no repository here)
       { mkdir -p -- "$tmp" && tar -C "$src" --null -T "$src/.hpc_remote/code.files" -cf - | tar -x -C "$tmp"; } || copied=0
     else
       { mkdir -p -- "$tmp" && git -C "$src" archive --format=tar "$J_SNAPSHOT_TREE" | tar -x -C "$tmp"; } || copied=0
     fi
     if ((copied == 0)); then
+      umask "$mask"
       rm -rf -- "$tmp"
       die "could not copy the project's tracked files to $dir for --snapshot"
     fi
@@ -118,7 +124,11 @@ hpc_code_snapshot() {
     for part in hpc_files virtual_env_hpc_files singularity_hpc_files; do
       [[ ! -d $src/$part || -e $tmp/$part ]] || cp -R -- "$src/$part" "$tmp/$part"
     done
+    umask "$mask"
     mv -T -- "$tmp" "$dir" 2>/dev/null || rm -rf -- "$tmp" # another submission made it first
+  elif [[ -O $dir ]]; then
+    # One made open by an older version is made private when it is used again.
+    chmod go-rwx -- "$dir" 2>/dev/null || true
   fi
   say "snapshot: the job runs the project's tracked files as copied to $dir"
 }
@@ -142,5 +152,6 @@ hpc_code_record() {
     "$J_GIT_COMMIT" "$J_GIT_BRANCH" "$src" "${J_SNAPSHOT_DIR:-none}" \
     "$([[ -n $diff ]] && printf 'yes (%s)' "$diff_file" || printf none)" "${untracked:+$untracked$'\n'}"
   _write_atomic "$record" "$text" 2>/dev/null || warn "could not write $record"
-  [[ -z $diff ]] || _write_atomic "$diff_file" "$diff"$'\n' 2>/dev/null || warn "could not write $diff_file"
+  # The diff is a copy of the code: private (umask 077 for its creation only, in a subshell).
+  [[ -z $diff ]] || (umask 077 && _write_atomic "$diff_file" "$diff"$'\n') 2>/dev/null || warn "could not write $diff_file"
 }

@@ -18,7 +18,9 @@ git_init() {
   git -C "$PROJECT" -c user.email=t@example.org -c user.name=t commit -qm first
 }
 
-@test "--snapshot: the job held in the queue runs the code as it was at submission" {
+@test "--snapshot: the job held in the queue runs the code as it was at submission; the copies of the code are private" {
+  umask 022
+  chmod 755 "$BATS_TEST_TMPDIR" # a $SCRATCH other users can enter, as many are
   git_init
   printf 'notes\n' >"$PROJECT/untracked notes.txt"
   printf '# edited before submission\n' >>"$PROJECT/run.py"
@@ -40,12 +42,28 @@ git_init() {
   grep -qx "branch: $(git -C "$PROJECT" symbolic-ref --short HEAD)" "$record"
   grep -qx 'untracked notes.txt' "$record"
   grep -q '^+# edited before submission' "${record%.git}.diff"
-  # The same content again: the same snapshot folder, not a second copy.
+  # The copies of the code are private, whatever the umask (022 here: the project and its
+  # files are readable by all): the snapshot folder 700, the diff 600; the other user on
+  # the node reads neither.
+  local snap
+  snap=$(find "$SCRATCH/proj/hpc_outputs/snapshots" -mindepth 1 -maxdepth 1)
+  [ "$(stat -c %a "$snap")" = 700 ]
+  [ "$(stat -c %a "${record%.git}.diff")" = 600 ]
+  [ "$(stat -c '%a %U' "$snap/run.py")" = "600 $HPC_TEST_USER" ]
+  as_other cat "$record" >/dev/null # (the other user can reach the home: the record is not a copy of code)
+  run as_other cat "$snap/run.py"
+  [ "$status" -ne 0 ]
+  run as_other cat "${record%.git}.diff"
+  [ "$status" -ne 0 ]
+  # The same content again: the same snapshot folder, not a second copy; one an older
+  # version left open is made private.
+  as_user chmod 755 "$snap"
   git -C "$PROJECT" checkout -q run.py
   printf '# edited before submission\n' >>"$PROJECT/run.py"
   submit --exp-name snap2 --time 5 --snapshot --sbatch-option=--hold
   scancel "$JOB_ID"
   [ "$(find "$SCRATCH/proj/hpc_outputs/snapshots" -mindepth 1 -maxdepth 1 | wc -l)" -eq 1 ]
+  [ "$(stat -c %a "$snap")" = 700 ]
 }
 
 @test "without --snapshot the record is written and the job runs the project as it is" {

@@ -18,8 +18,8 @@ hpc_read_configs() {
   J_DIRECTIVES=("") J_DIRECTIVE_LINES=(0) J_BLOCK_FIRST=(0) J_CONFIGS_FILE=$file
   [[ -e $file ]] || die "configs file '$file' not found: write the command to run (e.g. 'python train.py --lr 0.1') in experiment_configurations.txt or pass --configs FILE"
   [[ -f $file && -r $file ]] || die "configs file '$file' is not a readable file"
-  _configs_check_bytes "$file"
   mapfile -t lines <"$file"
+  _configs_check_bytes "$file" lines
   # A BOM (editors on Windows write one) would glue itself to the first word: "#" would
   # no longer start a comment.
   [[ ${lines[0]:-} != "$HPC_UTF8_BOM"* ]] || lines[0]=${lines[0]#"$HPC_UTF8_BOM"}
@@ -83,13 +83,20 @@ _configs_check_length() {
   done
 }
 
-# _configs_check_bytes FILE: no NUL byte (bash would drop it and run a different command),
-# no control character or terminal escape code (printed raw into terminals and logs), no
-# carriage return but at a line's end (Windows line ends are fine). The same grep also
-# lists the scripts of "python script.py" lines (J_CONFIG_SCRIPTS, "LINE:SCRIPT", each
-# script once), for hpc_check_scripts_exist: one process for both.
+# _configs_check_bytes FILE LINES_ARRAY: no NUL byte (bash would drop it and run a
+# different command), no control character or terminal escape code (printed raw into
+# terminals and logs), no carriage return but at a line's end (Windows line ends are fine).
+# The same pass also lists the scripts of "python script.py" lines (J_CONFIG_SCRIPTS,
+# "LINE:SCRIPT", each script once), for hpc_check_scripts_exist and hydra.sh. A file of up
+# to HPC_CONFIGS_BASH_LINES lines (LINES_ARRAY: the file's lines, from mapfile) is checked
+# by bash itself (two processes cost more than that); a longer one by one grep and awk.
 _configs_check_bytes() {
   local file=$1 out
+  J_CONFIG_SCRIPTS=()
+  local -n _cb_lines=$2
+  if ((${#_cb_lines[@]} <= HPC_CONFIGS_BASH_LINES)) && _configs_check_bytes_here "$file" "$2"; then
+    return 0
+  fi
   J_CONFIG_SCRIPTS=()
   # grep finds; awk keeps each script's first line and stops at the first bad byte, whose
   # line it prints as "!LINE" (bash's own warning about a NUL it drops from $(...) is not
@@ -101,9 +108,45 @@ _configs_check_bytes() {
   [[ -n $out ]] || return 0
   if [[ $out == '!'* || $out == *$'\n!'* ]]; then
     out=${out##*!}
-    die "configs file '$file', line $out: holds a NUL byte, a control character, a terminal escape code or a carriage return inside the line; write the command with plain text only (check the editor's encoding, e.g. 'cat -A' shows them)"
+    _configs_bad_bytes_die "$file" "$out"
   fi
   mapfile -t J_CONFIG_SCRIPTS <<<"$out"
+}
+
+# _configs_bad_bytes_die FILE LINE: the refusal of _configs_check_bytes.
+_configs_bad_bytes_die() {
+  die "configs file '$1', line $2: holds a NUL byte, a control character, a terminal escape code or a carriage return inside the line; write the command with plain text only (check the editor's encoding, e.g. 'cat -A' shows them)"
+}
+
+# Up to this many lines, _configs_check_bytes checks in bash (see there).
+HPC_CONFIGS_BASH_LINES=64
+# The grep's two patterns in bash's terms (C locale): a C1 control character in UTF-8
+# (\xc2\x80 to \xc2\x9f, a glob), and a "python script.py" line (the script: group 4).
+HPC_CONFIGS_C1_GLOB=$'\xc2[\x80\x81\x82\x83\x84\x85\x86\x87\x88\x89\x8a\x8b\x8c\x8d\x8e\x8f\x90\x91\x92\x93\x94\x95\x96\x97\x98\x99\x9a\x9b\x9c\x9d\x9e\x9f]'
+HPC_CONFIGS_SCRIPT_RE='^[[:space:]]*([A-Za-z_][A-Za-z0-9_]*=[^[:space:]]*[[:space:]]+)*([^[:space:]]*/)?python[0-9.]*[[:space:]]+(-u[[:space:]]+)?([A-Za-z0-9_./+-]+[.]py)([[:space:];|&)]|$)'
+
+# _configs_check_bytes_here FILE LINES_ARRAY: _configs_check_bytes's checks and scripts, in
+# bash; returns 1 when FILE holds a NUL byte (which bash cannot see in a line: the grep
+# names its line).
+_configs_check_bytes_here() {
+  local file=$1 LC_ALL=C line rest k=0 script
+  local -n _bh_lines=$2
+  local -A seen=()
+  # read stops at the first NUL (status 0); a file without one is read to its end (1).
+  ! IFS= read -r -d '' rest <"$file" || return 1
+  for line in "${_bh_lines[@]}"; do
+    ((++k))
+    line=${line%$'\r'} # (a carriage return elsewhere is a control character below)
+    rest=${line//$'\t'/}
+    if [[ $rest == *[[:cntrl:]]* || $rest == *$HPC_CONFIGS_C1_GLOB* ]]; then
+      _configs_bad_bytes_die "$file" "$k"
+    fi
+    [[ $line == *python* && $line =~ $HPC_CONFIGS_SCRIPT_RE ]] || continue
+    script=${BASH_REMATCH[4]}
+    [[ -z ${seen[$script]:-} ]] || continue
+    seen[$script]=1
+    J_CONFIG_SCRIPTS+=("$k:$script")
+  done
 }
 
 # The text put after each command when all are checked by one bash -n: a comment where

@@ -6,10 +6,21 @@
 # the project, is shared by every task that starts in the same second: they overwrite one
 # another. The commands file and --dry-run show the final line (docs/recipes.md: Hydra).
 
-# hpc_hydra_is_app FILE: FILE is a Hydra app's script (it uses hydra.main).
+# hpc_hydra_is_app FILE: FILE is a Hydra app's script (it uses hydra.main). A script of less
+# than 64 KiB is read and matched by bash (a grep process costs more); a longer one by grep.
 hpc_hydra_is_app() {
-  LC_ALL=C grep -qE '@hydra\.main\b|^[[:space:]]*from[[:space:]]+hydra[[:space:]]+import[[:space:]]+(.*[[:space:],])?main\b' -- "$1" 2>/dev/null
+  local LC_ALL=C text=""
+  if IFS= read -r -N 65536 text 2>/dev/null <"$1"; then
+    grep -qE '@hydra\.main\b|^[[:space:]]*from[[:space:]]+hydra[[:space:]]+import[[:space:]]+(.*[[:space:],])?main\b' -- "$1" 2>/dev/null
+    return
+  fi
+  [[ $text =~ $HPC_HYDRA_MAIN_RE || $text =~ $HPC_HYDRA_FROM_RE ]]
 }
+
+# The grep's patterns over a whole file's text (bash matches no line by line): a blank is
+# one within a line, ^ the file's start or a newline, \b a character not in a word, or the end.
+HPC_HYDRA_MAIN_RE='@hydra[.]main([^A-Za-z0-9_]|$)'
+HPC_HYDRA_FROM_RE=$'(^|\n)[ \t\r\v\f]*from[ \t\r\v\f]+hydra[ \t\r\v\f]+import[ \t\r\v\f]+([^\n]*[ \t\r\v\f,])?main([^A-Za-z0-9_]|$)'
 
 # hpc_hydra_commands: give each command that runs a Hydra app without hydra.run.dir or
 # hydra.sweep.dir its task's own folder (see the header), and say so once. Reads the

@@ -195,3 +195,50 @@ refused_hard() {
   run --separate-stderr submitter --dry-run --configs c.txt
   [ "$status" -eq 0 ] || { echo "${stderr:0:500}"; return 1; }
 }
+
+# bytes_check FILE [MAX_BASH_LINES] [PATH]: what the configs bytes check makes of FILE (the
+# scripts it lists, or its refusal), with bash checking files of up to MAX_BASH_LINES lines.
+bytes_check() {
+  bash -c 'source "$1/hpc_files/job_submitter.sh"
+    [[ -z $3 ]] || HPC_CONFIGS_BASH_LINES=$3
+    [[ -z $4 ]] || PATH=$4
+    mapfile -t lines <"$2"
+    _configs_check_bytes "$2" lines
+    printf "%s\n" "${J_CONFIG_SCRIPTS[@]}"' _ "$REPO_ROOT" "$1" "${2:-}" "${3:-}" 2>&1 || echo "exit $?"
+}
+
+# shellcheck disable=SC2016 # the lines are the configs file's text
+@test "configs: the bytes check of a short file (in bash) and of a long one (grep and awk) agree on every fixture: the same scripts, the same refusal" {
+  local d=$BATS_TEST_TMPDIR/bytes f here grep n=0
+  mkdir -p "$d"
+  printf '%s\n' 'python a.py --x 1' '  FOO=1 BAR=x/y python3 -u sub/b.py lr=2' 'python a.py again' \
+    '/usr/bin/python3.11 ./c.py;echo' 'python d.py| tee' 'python e.py)' 'python f.pyc' 'mypython g.py' \
+    'python h.py.bak' '# python i.py' 'cd x && python j.py' 'python -m k' 'python  tab.py' \
+    'python l+m-n.py&' 'python "q.py"' 'python2 r.py' >"$d/scripts.txt"
+  printf 'python a.py\r\npython b.py --x\t1\r\n' >"$d/crlf.txt"
+  printf '\357\273\277python bom.py\nécho « ü » python u.py\n' >"$d/utf8.txt"
+  printf 'python a.py\nls\npython a.py\r\rx\n' >"$d/cr.txt"
+  printf 'python a.py\necho \033[31mred\n' >"$d/esc.txt"
+  printf 'python a.py\necho \302\233 c1\npython b.py\n' >"$d/c1.txt"
+  printf 'echo \177 del\n' >"$d/del.txt"
+  printf 'echo a\necho b\000c\n' >"$d/nul.txt"
+  printf 'python a.py\000' >"$d/nul_end.txt"
+  printf 'python a.py\npython b.py' >"$d/no_newline.txt"
+  printf 'echo \013 vt\n' >"$d/vt.txt"
+  for f in "$d"/*.txt; do
+    here=$(bytes_check "$f") grep=$(bytes_check "$f" 0)
+    echo "${f##*/}: bash: $here | grep: $grep"
+    [ "$here" = "$grep" ]
+    n=$((n + 1))
+  done
+  [ "$n" -eq 11 ]
+  # A short file is checked by bash alone (no grep or awk on PATH), a long one is not.
+  [ "$(bytes_check "$d/scripts.txt" "" /nonexistent)" = "$(bytes_check "$d/scripts.txt")" ]
+  [ -z "$(bytes_check "$d/scripts.txt" 0 /nonexistent)" ] # (grep missing: it found nothing)
+  # What they agree on, for some: the scripts with their first line; each refusal names its line.
+  [ "$(bytes_check "$d/scripts.txt")" = $'1:a.py\n2:sub/b.py\n4:./c.py\n5:d.py\n6:e.py\n13:tab.py\n14:l+m-n.py\n16:r.py' ]
+  [ "$(bytes_check "$d/crlf.txt")" = $'1:a.py\n2:b.py' ]
+  [[ $(bytes_check "$d/cr.txt") == *"line 3: holds a NUL byte, a control character"* ]]
+  [[ $(bytes_check "$d/c1.txt") == *"line 2: holds"* ]]
+  [[ $(bytes_check "$d/nul.txt") == *"line 2: holds"* ]]
+}

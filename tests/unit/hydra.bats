@@ -51,3 +51,26 @@ python2 app2.py x=1" ]
   [[ $stderr != *Hydra* ]]
   [ "$(commands_of)" = $'python missing.py lr=0.1\npython examples/train.py --lr 0.1' ]
 }
+
+@test "a Hydra app is known the same whether bash reads the script (under 64 KiB) or grep does (longer): the forms of hydra.main and the near misses" {
+  local d=$BATS_TEST_TMPDIR/apps body pad small big n=0
+  mkdir -p "$d"
+  pad=$(printf '# %0200d\n' $(seq 1 330)) # about 66 KB of comments
+  for body in $'import hydra\n@hydra.main(config_path=None)\ndef f(c): pass' '@hydra.main' \
+    $'x = 1\n  from hydra import main' 'from hydra import compose, main' $'from  hydra\timport\tmain as m' \
+    '@hydra.mainly' $'from hydra import compose, initialize\nmain = 1' $'from\nhydra import main' \
+    'from hydra import main_thing' '# from hydra import main' 'y = "from hydra import main"'; do
+    printf '%s\n' "$body" >"$d/small.py"
+    printf '%s\n%s\n' "$pad" "$body" >"$d/big.py"
+    small=$(PATH=/nonexistent; source "$REPO_ROOT/hpc_files/lib/hydra.sh"; hpc_hydra_is_app "$d/small.py" && echo app || echo not)
+    big=$(source "$REPO_ROOT/hpc_files/lib/hydra.sh"; hpc_hydra_is_app "$d/big.py" && echo app || echo not)
+    echo "$small $big: $body"
+    [ "$small" = "$big" ]
+    if ((n < 5)); then [ "$small" = app ]; else [ "$small" = not ]; fi
+    n=$((n + 1))
+  done
+  [ "$(stat -c %s "$d/big.py")" -gt 65536 ]
+  # The long script goes to grep: without it on PATH, the app is not found.
+  printf '%s\n%s\n' "$pad" '@hydra.main' >"$d/big.py"
+  (PATH=/nonexistent; source "$REPO_ROOT/hpc_files/lib/hydra.sh"; ! hpc_hydra_is_app "$d/big.py")
+}

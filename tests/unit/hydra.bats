@@ -52,6 +52,7 @@ python2 app2.py x=1" ]
   [ "$(commands_of)" = $'python missing.py lr=0.1\npython examples/train.py --lr 0.1' ]
 }
 
+# shellcheck disable=SC2123,SC2031 # a PATH without grep, on purpose (in subshells)
 @test "a Hydra app is known the same whether bash reads the script (under 64 KiB) or grep does (longer): the forms of hydra.main and the near misses" {
   local d=$BATS_TEST_TMPDIR/apps body pad small big n=0
   mkdir -p "$d"

@@ -78,11 +78,15 @@ HPC_TOOLKIT_DIR=${BASH_SOURCE[0]}
 HPC_TOOLKIT_DIR=${HPC_TOOLKIT_DIR%/*}
 # shellcheck source=hpc_files/lib/hpc_lib.sh
 source "$HPC_TOOLKIT_DIR/lib/hpc_lib.sh"
-for _part in options profile validate resources configs blocks count_args plan sbatch submit ledger coderecord mail local venv venv_local container staging wandb_key sweep arrays cluster rerun pack runs remote longruns hydra; do
+for _part in options profile validate resources configs blocks count_args plan sbatch submit ledger coderecord mail local venv venv_local container staging wandb_key sweep arrays cluster pack runs longruns hydra; do
   # shellcheck source=/dev/null
   source "$HPC_TOOLKIT_DIR/lib/$_part.sh"
 done
 unset _part
+# Loaded when first used (hpc_lib.sh): --rerun's and --remote's libraries, the functions
+# called from outside them.
+hpc_autoload rerun hpc_rerun_check_args hpc_rerun
+hpc_autoload remote hpc_remote_submit
 
 # settle_commands: --data, the container, the launcher's needs, --nodes-arg/--devices-arg
 # and the torchrun rewrite for every command alike; or, when the configs file has #hpc:

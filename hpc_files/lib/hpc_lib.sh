@@ -58,6 +58,29 @@ warn() {
   printf '%s: warning: %s\n' "$HPC_PROG" "$*" >&2
 }
 
+# hpc_autoload LIB FUNCTION...: each FUNCTION, of hpc_files/lib/LIB.sh, loads LIB.sh when it
+# is first called (which defines the real one), then runs it: a submission parses only the
+# libraries of the features it uses (job_submitter.sh's table; each costs about 1 ms).
+HPC_LIB_DIR=${BASH_SOURCE[0]%/*}
+[[ $HPC_LIB_DIR == /* ]] || HPC_LIB_DIR=$PWD/$HPC_LIB_DIR
+declare -gA HPC_AUTOLOADED=()
+hpc_autoload() {
+  local lib=$1 f
+  shift
+  for f; do
+    eval "$f() { hpc_autoload_now $lib $f && $f \"\$@\"; }"
+  done
+}
+
+# hpc_autoload_now LIB FUNCTION: load LIB.sh, for FUNCTION, once.
+hpc_autoload_now() {
+  [[ -z ${HPC_AUTOLOADED[$1]:-} ]] ||
+    die "internal error: $HPC_LIB_DIR/$1.sh does not define $2 (job_submitter.sh's hpc_autoload table); reinstall the toolkit (bash hpc_files/install_into_project.sh)"
+  HPC_AUTOLOADED[$1]=1
+  # shellcheck source=/dev/null
+  source "$HPC_LIB_DIR/$1.sh"
+}
+
 # The one EXIT trap of the submitting side: what a submission wrote before it stopped (a
 # die, Ctrl-C) goes. hpc_remove_at_exit PATH... lists files or folders to remove should
 # the script exit now; hpc_keep_at_exit PATH... takes them off again once they may stay.

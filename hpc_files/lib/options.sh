@@ -345,3 +345,18 @@ hpc_options_usage() {
     fi
   done < <(print_usage_header "$1")
 }
+
+# hpc_remote_host_to VAR: the host to submit on: --remote, else the profile's HPC_REMOTE;
+# "" for here (--remote none, the login node's own side of a remote submission). Here, not
+# in remote.sh, which a submission loads only when it goes remote (hpc_autoload).
+hpc_remote_host_to() {
+  local -n _rh=$1
+  _rh=${OPT_REMOTE:-${HPC_REMOTE:-}}
+  [[ $_rh != none ]] || _rh=""
+}
+
+hpc_remote_requested() {
+  local host
+  hpc_remote_host_to host
+  [[ -n $host ]]
+}

@@ -16,20 +16,6 @@
 
 HPC_REMOTE_TOOLKIT_FOLDERS=(hpc_files virtual_env_hpc_files singularity_hpc_files plai_cleanups python)
 
-# hpc_remote_host_to VAR: the host to submit on: --remote, else the profile's HPC_REMOTE;
-# "" for here (--remote none, the login node's own side of a remote submission).
-hpc_remote_host_to() {
-  local -n _rh=$1
-  _rh=${OPT_REMOTE:-${HPC_REMOTE:-}}
-  [[ $_rh != none ]] || _rh=""
-}
-
-hpc_remote_requested() {
-  local host
-  hpc_remote_host_to host
-  [[ -n $host ]]
-}
-
 # _hpc_remote_control_dir_to VAR: a folder of ours only, for the connection's socket, with
 # a path short enough for a Unix socket (%C adds 40 characters).
 _hpc_remote_control_dir_to() {

@@ -215,3 +215,40 @@ setup() {
   [ "$status" -eq 0 ]
   grep -qxF "export HPC_SLURM_VERSION='24.11.5'" "$SBATCH_STUB_LOG.script.1"
 }
+
+# shellcheck disable=SC2016 # the inner bash's own variables
+# loaded_after ARGS...: run job_submitter.sh's main with ARGS in the project and print which
+# of its libraries it loaded on first use (hpc_lib.sh: hpc_autoload), then its exit status.
+loaded_after() {
+  (cd "$PROJECT" && bash -c 'source hpc_files/job_submitter.sh
+    rc=0; (main "$@" >/dev/null 2>&1; echo "loaded: ${!HPC_AUTOLOADED[*]}") || rc=$?
+    echo "exit $rc"' _ "$@")
+}
+
+# shellcheck disable=SC2016 # the inner bash's own variables
+@test "a plain submission does not parse --rerun's or --remote's library; --rerun and --remote load theirs; a function its library lacks is an internal error, not a loop" {
+  # Sourced: the stubs only.
+  run bash -c 'source "$1/hpc_files/job_submitter.sh"; ! declare -F _rerun_read_plan && declare -f hpc_rerun' _ "$PROJECT"
+  [ "$status" -eq 0 ]
+  [[ $output == *"hpc_autoload_now rerun hpc_rerun"* ]]
+  run loaded_after --exp-name plain
+  [ "${lines[0]}" = "loaded: " ] && [ "${lines[1]}" = "exit 0" ]
+  [ "$(sbatch_calls)" -eq 1 ]
+  run loaded_after --exp-name plain2 --dry-run
+  [ "${lines[0]}" = "loaded: " ]
+  # --rerun of a job the ledger does not know: its library, loaded, refuses it.
+  run --separate-stderr submitter --rerun 999999
+  echo "$stderr"
+  [ "$status" -eq 2 ]
+  [[ $stderr == *"999999"* ]]
+  # --remote to a host that does not resolve: its library, loaded, says it cannot reach it.
+  run --separate-stderr submitter --remote nohost.invalid --exp-name r
+  echo "$stderr"
+  [ "$status" -ne 0 ]
+  [[ $stderr == *"nohost.invalid"* ]]
+  [ "$(sbatch_calls)" -eq 1 ]
+  # A table naming a function its library does not define: one clear error.
+  run --separate-stderr bash -c 'source "$1/hpc_files/job_submitter.sh"; hpc_autoload rerun hpc_no_such; hpc_no_such' _ "$PROJECT"
+  [ "$status" -ne 0 ]
+  [[ $stderr == *"internal error: "*"/rerun.sh does not define hpc_no_such"* ]]
+}

@@ -49,15 +49,17 @@ hpc_ledger_cluster_to() {
   done <"$conf"
 }
 
-# hpc_ledger_lines_of EXP: the ledger's lines that may be experiment EXP's (a field exactly
-# EXP: the caller checks which), from one grep: a bash loop over every line of a ledger of
-# months (200,000 lines) took seconds at each submission.
-hpc_ledger_lines_of() {
-  local ledger
-  hpc_ledger_file_to ledger "$J_SCRATCH_DIR"
-  [[ -r $ledger ]] || return 0
-  LC_ALL=C grep -aF -e $'\t'"$1"$'\t' -- "$ledger" 2>/dev/null # (-a: a stray NUL must not make it "binary")
-  return 0
+# hpc_ledger_lines_of_to ARRAY EXP: the ledger's lines that may be experiment EXP's (a
+# field exactly EXP: the caller checks which), from one grep (a bash loop over every line
+# of a ledger of months, 200,000 lines, took seconds at each submission), into ARRAY.
+hpc_ledger_lines_of_to() {
+  local -n _ll=$1
+  local _ll_ledger
+  _ll=()
+  hpc_ledger_file_to _ll_ledger "$J_SCRATCH_DIR"
+  [[ -r $_ll_ledger ]] || return 0
+  # (-a: a stray NUL must not make it "binary"; grep is the one process: no subshell)
+  mapfile -t _ll < <(LC_ALL=C grep -aF -e $'\t'"$2"$'\t' -- "$_ll_ledger" 2>/dev/null)
 }
 
 # hpc_ledger_append TEXT: append the lines of one submission whole: under an exclusive

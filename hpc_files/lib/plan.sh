@@ -55,17 +55,18 @@
 # shell's environment that sbatch happens to pass on: the exports start by unsetting every
 # HPC_* variable that came through, so a value the plan leaves out is unset in the job.
 
-# _directive NAME [VALUE]: one "#SBATCH --name=VALUE" line. sbatch reads directive lines
-# like a shell would (quotes removed, a backslash escapes the next character, even inside
-# quotes, nothing expanded), so the value is double-quoted with \ and " escaped. Newlines
-# never reach here (validate.sh refuses them).
-_directive() {
-  if (($# == 1)); then
-    printf '#SBATCH --%s\n' "$1"
+# _directive_add TEXT_VAR NAME [VALUE]: one "#SBATCH --name=VALUE" line, added to TEXT_VAR.
+# sbatch reads directive lines like a shell would (quotes removed, a backslash escapes the
+# next character, even inside quotes, nothing expanded), so the value is double-quoted with
+# \ and " escaped. Newlines never reach here (validate.sh refuses them).
+_directive_add() {
+  local -n _dt=$1
+  if (($# == 2)); then
+    _dt+="#SBATCH --$2"$'\n'
   else
-    local value=${2//\\/\\\\}
-    value=${value//\"/\\\"}
-    printf '#SBATCH --%s="%s"\n' "$1" "$value"
+    local _dv=${3//\\/\\\\}
+    _dv=${_dv//\"/\\\"}
+    _dt+="#SBATCH --$2=\"$_dv\""$'\n'
   fi
 }
 
@@ -338,21 +339,37 @@ _plan_manifest_file() {
 # hpc_plan_exports K [SCRIPT [VARS]]: the job's variables for chunk K as its batch script
 # sets them before it sources job_runtime.sh, rendered from the manifest's lines (SCRIPT:
 # the file that holds them; also the start of an --interactive session's shell: local.sh;
-# VARS: those lines, when the caller has them already).
+# VARS: those lines, when the caller has them already). Printed; _hpc_plan_exports_add adds
+# them to a text instead.
 hpc_plan_exports() {
-  local manifest=${3-} name value
-  [[ -n ${3+set} ]] || hpc_plan_manifest_to manifest "$1" "${2:-}"
+  local _pe_text=""
+  _hpc_plan_exports_add _pe_text "$@"
+  printf '%s' "$_pe_text"
+}
+
+# _hpc_plan_exports_add TEXT_VAR K [SCRIPT [VARS]]: hpc_plan_exports's lines, added to
+# TEXT_VAR (a script is written with one write, not one per line).
+_hpc_plan_exports_add() {
+  local -n _ea=$1
+  local _ea_manifest=${4-} _ea_line _ea_name _ea_value _ea_q
+  local -a _ea_lines
+  [[ -n ${4+set} ]] || hpc_plan_manifest_to _ea_manifest "$2" "${3:-}"
   # The plan alone speaks to the job: no HPC_* variable of the submitting shell (another
   # job's, an --interactive session's, a stray export) comes through sbatch (README: The
   # job's environment). tests/unit/job_env.bats holds the job side to this.
   # shellcheck disable=SC2016 # the script's text
-  printf '%s\n' '# The plan alone: no HPC_* variable of the submitting shell reaches the job.' \
-    'for _hpc_v in $(compgen -v HPC_); do unset -v "$_hpc_v"; done' 'unset -v _hpc_v'
-  while IFS=$'\t' read -r name value; do
-    [[ -n $name ]] || continue
-    hpc_manifest_unescape_to value "$value"
-    hpc_plan_shell_export "$name" "$value"
-  done <<<"$manifest"
+  _ea+='# The plan alone: no HPC_* variable of the submitting shell reaches the job.
+for _hpc_v in $(compgen -v HPC_); do unset -v "$_hpc_v"; done
+unset -v _hpc_v
+'
+  mapfile -t _ea_lines <<<"$_ea_manifest"
+  for _ea_line in "${_ea_lines[@]}"; do
+    _ea_name=${_ea_line%%$'\t'*} _ea_value=""
+    [[ -n $_ea_name ]] || continue
+    [[ $_ea_line != *$'\t'* ]] || hpc_manifest_unescape_to _ea_value "${_ea_line#*$'\t'}"
+    quote_to _ea_q "$_ea_value"
+    _ea+="export $_ea_name=$_ea_q"$'\n'
+  done
 }
 
 # hpc_plan_shell_export NAME VALUE: "export NAME='VALUE'" with VALUE as one shell word.
@@ -514,20 +531,26 @@ hpc_plan_each_distinct() {
   done
 }
 
-# _plan_text: print a here-document (stdin) with builtins only: no cat process per script.
-_plan_text() {
-  local text
-  IFS= read -r -d '' text || true
-  printf '%s' "$text"
+# _plan_text_add TEXT_VAR: a here-document (stdin) added to TEXT_VAR, with builtins only.
+_plan_text_add() {
+  local -n _ta=$1
+  local _ta_text
+  IFS= read -r -d '' _ta_text || true
+  _ta+=$_ta_text
 }
 
 # hpc_plan_script K [VARS]: print chunk K's whole batch script on stdout, with its own
-# settings (VARS: as for hpc_plan_manifest).
+# settings (VARS: as for hpc_plan_manifest), in one write.
 hpc_plan_script() {
-  hpc_plan_with_chunk "$1" _plan_script "$@"
+  local _ps_text=""
+  hpc_plan_with_chunk "$1" _plan_script_add _ps_text "$@"
+  printf '%s' "$_ps_text"
 }
 
-_plan_script() {
+# _plan_script_add TEXT_VAR K [VARS]: the batch script, added to TEXT_VAR.
+_plan_script_add() {
+  local -n _st=$1
+  shift
   local gpu array log script q_script q_runtime
   hpc_gpu_directive_to gpu
   hpc_plan_array_to array "$1"
@@ -536,41 +559,41 @@ _plan_script() {
   quote_to q_script "$script"
   quote_to q_runtime "$J_SOURCE_DIR/virtual_env_hpc_files/job_runtime.sh"
 
-  printf '#!/bin/bash\n'
-  _directive job-name "$J_EXP_NAME"
-  [[ -z $J_ACCOUNT ]] || _directive account "$J_ACCOUNT"
-  [[ -z $J_PARTITION ]] || _directive partition "$J_PARTITION"
-  _directive nodes "$J_NODES"
-  _directive ntasks-per-node "$J_TASKS_PER_NODE"
-  _directive cpus-per-task "$J_CPUS_PER_TASK"
+  _st+='#!/bin/bash'$'\n'
+  _directive_add _st job-name "$J_EXP_NAME"
+  [[ -z $J_ACCOUNT ]] || _directive_add _st account "$J_ACCOUNT"
+  [[ -z $J_PARTITION ]] || _directive_add _st partition "$J_PARTITION"
+  _directive_add _st nodes "$J_NODES"
+  _directive_add _st ntasks-per-node "$J_TASKS_PER_NODE"
+  _directive_add _st cpus-per-task "$J_CPUS_PER_TASK"
   if [[ -n $gpu ]]; then
     gpu=${gpu#--}
-    _directive "${gpu%%=*}" "${gpu#*=}"
+    _directive_add _st "${gpu%%=*}" "${gpu#*=}"
   fi
-  [[ -z $J_MEM ]] || _directive mem "$J_MEM"
-  [[ -z $J_MEM_PER_GPU ]] || _directive mem-per-gpu "$J_MEM_PER_GPU"
-  _directive time "$J_TIME"
-  [[ -z $array ]] || _directive array "$array"
-  _directive output "$log"
-  _directive open-mode append
+  [[ -z $J_MEM ]] || _directive_add _st mem "$J_MEM"
+  [[ -z $J_MEM_PER_GPU ]] || _directive_add _st mem-per-gpu "$J_MEM_PER_GPU"
+  _directive_add _st time "$J_TIME"
+  [[ -z $array ]] || _directive_add _st array "$array"
+  _directive_add _st output "$log"
+  _directive_add _st open-mode append
   # The wall-time warning goes to this batch shell (B:), which passes it on to the program.
-  _directive signal "B:USR1@$J_SIGNAL_GRACE"
+  _directive_add _st signal "B:USR1@$J_SIGNAL_GRACE"
   if [[ $J_REQUEUE == yes ]]; then
-    _directive requeue
+    _directive_add _st requeue
   else
-    _directive no-requeue
+    _directive_add _st no-requeue
   fi
   local extra pipefail_note="# Each runs as bash -o pipefail -c LINE: a failing command of a pipeline fails the line."
   [[ ${J_PIPEFAIL:-yes} == yes ]] || pipefail_note="# Each runs as bash -c LINE (--no-pipefail): a pipeline's status is its last command's."
   for extra in "${J_SBATCH_OPTIONS[@]}"; do
     extra=${extra#--}
     if [[ $extra == *=* ]]; then
-      _directive "${extra%%=*}" "${extra#*=}"
+      _directive_add _st "${extra%%=*}" "${extra#*=}"
     else
-      _directive "$extra"
+      _directive_add _st "$extra"
     fi
   done
-  _plan_text <<EOF
+  _plan_text_add _st <<EOF
 #
 # Made by hpc_files/job_submitter.sh (cluster profile: $HPC_PROFILE_NAME). Everything the
 # job needs is here; to run it again by hand: sbatch $q_script
@@ -578,7 +601,7 @@ _plan_script() {
 $pipefail_note
 
 EOF
-  hpc_plan_exports "$1" "$script" ${2+"$2"}
+  _hpc_plan_exports_add _st "$1" "$script" ${2+"$2"}
   # With a container the image, not a venv, provides Python (singularity_hpc_files/).
   # shellcheck disable=SC2016 # the script's text
   local env_step='hpc_activate_venv  # $HPC_VENV; a missing venv fails the job here'
@@ -586,7 +609,7 @@ EOF
     # shellcheck disable=SC2016
     env_step='hpc_container_prepare  # the runtime and $HPC_CONTAINER; the commands run inside it'
   fi
-  _plan_text <<EOF
+  _plan_text_add _st <<EOF
 
 # shellcheck source=/dev/null
 source $q_runtime || exit 1

@@ -104,11 +104,15 @@ hpc_runs_check_active() {
   if [[ -n ${1:-} && -r $1 ]]; then # an offline sweep's jobs.tsv: its own jobs
     while IFS=$'\t' read -r id name; do own[$id]=1; done <"$1"
   fi
-  while IFS=$'\t' read -r -a f; do
+  local -a lines
+  local line
+  hpc_ledger_lines_of_to lines "$J_EXP_NAME"
+  for line in "${lines[@]}"; do
+    IFS=$'\t' read -r -a f <<<"$line"
     [[ ${f[2]:-} == "$J_EXP_NAME" && ${f[6]:-job} == job && ${f[1]:-} =~ ^[0-9]+$ ]] || continue
     [[ -z ${own[${f[1]}]:-} ]] || continue
     mine[${f[1]}]=${f[5]:-${f[1]}}
-  done < <(hpc_ledger_lines_of "$J_EXP_NAME")
+  done
   ((${#mine[@]})) || return 0
   queued=$(squeue -h -o '%i %j' -u "${USER:-$(id -un)}" 2>/dev/null) || return 0
   while read -r id name; do
@@ -189,10 +193,14 @@ hpc_runs_results_plan_to() {
   ! hpc_sweep_requested || return 0
   [[ -d $from && -n $(find "$from" ! -type d -print -quit 2>/dev/null) ]] || return 0
   if [[ -r $ledger ]]; then
-    while IFS=$'\t' read -r -a f; do
+    local -a lines
+    local line
+    hpc_ledger_lines_of_to lines "$J_EXP_NAME"
+    for line in "${lines[@]}"; do
+      IFS=$'\t' read -r -a f <<<"$line"
       [[ ${f[2]:-} == "$J_EXP_NAME" && ${f[6]:-job} == job && ${f[1]:-} =~ ^[0-9]+$ ]] || continue
       job=${f[1]} when=${f[0]}
-    done < <(hpc_ledger_lines_of "$J_EXP_NAME")
+    done
   fi
   if [[ $when =~ ^([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2}) ]]; then
     when=${BASH_REMATCH[1]}${BASH_REMATCH[2]}${BASH_REMATCH[3]}-${BASH_REMATCH[4]}${BASH_REMATCH[5]}${BASH_REMATCH[6]}

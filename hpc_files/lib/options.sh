@@ -116,26 +116,41 @@ hpc_options_use() {
 }
 
 # hpc_option SHORT|- LONG[,ALIAS...] KIND ARG VARIABLE DEFAULT HELP: one row (see the header).
+# It runs for every row on every start, so it only records the row; the rows themselves are
+# checked by hpc_options_check (tests/unit/options.bats checks every table of the toolkit).
 hpc_option() {
+  ((HPC_OPTIONS_CHECKING == 0)) || _hpc_option_check "$@"
+  local i=${#_HPC_OPT_KIND[@]} rest=$2,
+  _HPC_OPT_SHORT[i]=${1#-} _HPC_OPT_LONGS[i]=${2//,/ } _HPC_OPT_KIND[i]=$3 _HPC_OPT_ARG[i]=$4
+  _HPC_OPT_VAR[i]=$5 _HPC_OPT_DEFAULT[i]=$6 _HPC_OPT_HELP[i]=$7
+  [[ $1 == - ]] || _HPC_OPT_INDEX[$1]=$i
+  while [[ -n $rest ]]; do # (no here-string: this runs for every row, on every start)
+    _HPC_OPT_INDEX[${rest%%,*}]=$i rest=${rest#*,}
+  done
+}
+
+# hpc_options_check SPEC_FUNCTION: load the table, checking every row: 7 fields, a known
+# kind with an ARG where it takes one, -X short forms and --name long ones, none in two rows.
+HPC_OPTIONS_CHECKING=0
+hpc_options_check() {
+  local HPC_OPTIONS_CHECKING=1 _HPC_OPT_SPEC=""
+  hpc_options_use "$1"
+}
+
+_hpc_option_check() {
   (($# == 7)) || die "option spec: '$2' has $# fields, not 7 (SHORT LONGS KIND ARG VARIABLE DEFAULT HELP)"
-  local i=${#_HPC_OPT_KIND[@]} name
+  local name rest=$2,
   case $3 in
     flag) [[ -z $4 ]] || die "option spec: flag $2 takes no ARG" ;;
     value | list | append) [[ -n $4 ]] || die "option spec: $2 ($3) needs an ARG" ;;
     *) die "option spec: $2 has kind '$3': use flag, value, list or append" ;;
   esac
-  _HPC_OPT_SHORT[i]=${1#-} _HPC_OPT_LONGS[i]=${2//,/ } _HPC_OPT_KIND[i]=$3 _HPC_OPT_ARG[i]=$4
-  _HPC_OPT_VAR[i]=$5 _HPC_OPT_DEFAULT[i]=$6 _HPC_OPT_HELP[i]=$7
-  if [[ $1 != - ]]; then
-    [[ $1 =~ ^-[A-Za-z]$ && -z ${_HPC_OPT_INDEX[$1]:-} ]] || die "option spec: short form '$1' of $2 is not -X, or is in two rows"
-    _HPC_OPT_INDEX[$1]=$i
-  fi
-  local rest=$2,
-  while [[ -n $rest ]]; do # (no here-string: this runs for every row, on every start)
+  [[ $1 == - ]] || [[ $1 =~ ^-[A-Za-z]$ && -z ${_HPC_OPT_INDEX[$1]:-} ]] ||
+    die "option spec: short form '$1' of $2 is not -X, or is in two rows"
+  while [[ -n $rest ]]; do
     name=${rest%%,*} rest=${rest#*,}
     [[ $name == --?* ]] || die "option spec: '$name' is not a long option (--name)"
     [[ -z ${_HPC_OPT_INDEX[$name]:-} ]] || die "option spec: $name is in two rows"
-    _HPC_OPT_INDEX[$name]=$i
   done
 }
 

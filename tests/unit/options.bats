@@ -207,16 +207,28 @@ spec_agrees_with() {
   [[ $stderr == *"option --gpus needs a value"* ]]
 }
 
-@test "a malformed spec row is refused by name" {
+@test "every option table of the toolkit passes the spec check; a malformed row is refused by name" {
   source "$REPO_ROOT/hpc_files/lib/hpc_lib.sh"
   source "$REPO_ROOT/hpc_files/lib/options.sh"
+  hpc_options_check hpc_submit_options
+  [ "${#_HPC_OPT_KIND[@]}" -gt 50 ]
+  # The cleanup's table (plai_cleanups/submit_cleanup.sh, sourced without running).
+  run bash -c 'source "$1/plai_cleanups/submit_cleanup.sh"; hpc_options_check cleanup_options && echo checked' _ "$REPO_ROOT"
+  [ "$status" -eq 0 ] && [ "${lines[-1]}" = checked ]
   bad_spec() { hpc_option - --frob maybe X OPT_FROB '' 'frobnicate'; }
-  run --separate-stderr hpc_options_use bad_spec
+  run --separate-stderr hpc_options_check bad_spec
   [ "$status" -ne 0 ]
   [[ $stderr == *"--frob has kind 'maybe'"* ]]
   twice_spec() { hpc_option - --a flag '' OPT_A '' 'a'; hpc_option - --b,--a flag '' OPT_B '' 'b'; }
-  run --separate-stderr hpc_options_use twice_spec
+  run --separate-stderr hpc_options_check twice_spec
   [[ $stderr == *"--a is in two rows"* ]]
+  for bad in "hpc_option -ab --x flag '' OPT_X '' x" "hpc_option - x flag '' OPT_X '' x" \
+    "hpc_option - --x flag ARG OPT_X '' x" "hpc_option - --x value '' OPT_X '' x" "hpc_option - --x flag '' OPT_X ''"; do
+    eval "bad_spec() { $bad; }"
+    run --separate-stderr hpc_options_check bad_spec
+    echo "$bad: $stderr"
+    [ "$status" -ne 0 ] && [[ $stderr == *"option spec: "* ]]
+  done
 }
 
 @test "the Layout (docs/how-it-works.md) names every file of the toolkit" {

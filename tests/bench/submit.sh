@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Summary: submit time of job_submitter.sh, side by side in one run on the local cluster
 # with raw `sbatch --parsable` of the same batch script and with submitit (Python start-up
-# included, as a researcher runs it): one job; a 1,000-line configs file (dry run and real)
+# included, as a researcher runs it): one job (an experiment submitted again, the same asking
+# Slurm, and a new experiment each time); a 1,000-line configs file (dry run and real)
 # against `sbatch --array=0-999` and submitit's map_array over 1,000 items; a 20,000-line
 # file (dry run and real) against raw sbatch of the same arrays (MaxArraySize splits it).
 # Every job is submitted held and cancelled. Prints medians and ratios; asserts nothing.
@@ -45,13 +46,17 @@ raw_big() {
   for s in "${big_scripts[@]}"; do sbatch --parsable --hold "$s"; done
 }
 
-raw=() one=() one_asked=() raw_k=() k_dry=() k=()
+raw=() one=() one_asked=() one_new=() raw_k=() k_dry=() k=()
 for ((i = 0; i < repeats; i++)); do
   raw+=("$(time_ms sbatch --parsable --hold "$script")")
   one+=("$(time_ms tool --configs one.txt -e hpc_bench_one)")
   cancel
   # The same, asking Slurm every time (the first submission from a login node: cluster.sh).
   one_asked+=("$(HPC_CLUSTER_CACHE_TTL=0 time_ms tool --configs one.txt -e hpc_bench_one)")
+  cancel
+  # A new experiment each time: no earlier job of it to look for in the queue (runs.sh).
+  one_new+=("$(time_ms tool --configs one.txt -e "hpc_bench_new$i")")
+  scancel -n "hpc_bench_new$i" 2>/dev/null || true
   raw_k+=("$(time_ms sbatch --parsable --hold --array=0-999 "$script")")
   k_dry+=("$(time_ms tool --configs thousand.txt -e hpc_bench_k --dry-run)")
   k+=("$(time_ms tool --configs thousand.txt -e hpc_bench_k)")
@@ -83,6 +88,7 @@ PY
 fi
 
 m_raw=$(median "${raw[@]}") m_one=$(median "${one[@]}") m_one_asked=$(median "${one_asked[@]}")
+m_one_new=$(median "${one_new[@]}")
 m_raw_k=$(median "${raw_k[@]}") m_k_dry=$(median "${k_dry[@]}") m_k=$(median "${k[@]}")
 m_raw_20k=$(median "${raw_20k[@]}") m_big_dry=$(median "${big_dry[@]}") m_big=$(median "${big[@]}")
 printf 'submit benchmark as %s (medians of %d; 20,000 lines: of %d), load %s\n' \
@@ -91,6 +97,8 @@ printf '  one job:      raw sbatch %4s ms | job_submitter.sh %4s ms | %sx, sbatc
   "$m_raw" "$m_one" "$(ratio "$m_one" "$m_raw")" "$(awk -v a="$m_one" -v b="$m_raw" 'BEGIN{print a-b}')"
 printf '                asking Slurm (HPC_CLUSTER_CACHE_TTL=0: a first submission) %4s ms, sbatch + %s ms\n' \
   "$m_one_asked" "$(awk -v a="$m_one_asked" -v b="$m_raw" 'BEGIN{print a-b}')"
+printf '                a new experiment (no earlier job of it to look for with squeue) %4s ms, sbatch + %s ms\n' \
+  "$m_one_new" "$(awk -v a="$m_one_new" -v b="$m_raw" 'BEGIN{print a-b}')"
 printf '  1,000 lines:  raw sbatch --array %4s ms | job_submitter.sh --dry-run %4s ms, real %4s ms (target: 100 ms)\n' \
   "$m_raw_k" "$m_k_dry" "$m_k"
 printf '  20,000 lines: raw sbatch of its %d arrays %4s ms | job_submitter.sh --dry-run %4s ms, real %4s ms (target: 1,000 ms)\n' \

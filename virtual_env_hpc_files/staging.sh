@@ -123,7 +123,8 @@ _hpc_start_keepers() {
 # 3 s while they run (a keeper takes it twice harmlessly). CI on 26.05 saw keepers run on
 # for 120 s after SIGINT, their folders left behind: from 10 s on, SIGTERM goes instead,
 # to the step and to its srun here (which passes it on to the tasks), and the log says
-# which signal ended them.
+# which signal ended them. Returns 0 when SIGINT ended them, 2 when SIGTERM did (srun may
+# have killed a keeper before it removed its folder), 1 when they did not end.
 _hpc_stop_keepers() {
   local waited=0 limit=$((HPC_KEEPER_TIMEOUT * 10)) sig=INT out said=""
   [[ -n $HPC_KEEPER_PID ]] || return 0
@@ -143,8 +144,10 @@ _hpc_stop_keepers() {
     hpc_error "the per-node folder keepers did not end within $HPC_KEEPER_TIMEOUT s (step ${HPC_KEEPER_STEP:-?}, SIGINT then SIGTERM); Slurm stops them at the job's end"
     return 1
   fi
-  [[ $sig == INT ]] || hpc_log "local scratch: the per-node folder keepers ended on SIGTERM after $((waited / 10)) s (SIGINT did not end them)"
   HPC_KEEPER_PID=""
+  [[ $sig != INT ]] || return 0
+  hpc_log "local scratch: the per-node folder keepers ended on SIGTERM after $((waited / 10)) s (SIGINT did not end them)"
+  return 2
 }
 
 # hpc_tmpdir_cleanup: remove the job's own folders, here and on the other nodes (their
@@ -154,11 +157,18 @@ hpc_tmpdir_cleanup() {
   [[ -n $HPC_OWN_TMPDIR || -n $HPC_KEEPER_PID ]] || return 0
   local rc=0 made=$HPC_OWN_TMPDIR
   cd / || true # the shell must not sit in the folder it removes
+  local stopped=0
   [[ -z $made ]] || hpc_node_remove_tmpdir "$made" || rc=1
-  _hpc_stop_keepers || rc=1
+  _hpc_stop_keepers || stopped=$?
+  ((stopped != 1)) || rc=1
   HPC_OWN_TMPDIR=""
-  # The keepers remove only the folders they made, and say so when they could not.
-  ((rc)) || [[ -z $made ]] || hpc_log "local scratch: removed the job's folder on ${SLURM_JOB_NUM_NODES:-1} node(s)"
+  # The keepers remove only the folders they made, and say so when they could not. Ended
+  # by SIGTERM, one may have been killed first: its folder is not claimed as removed.
+  ((rc)) || [[ -z $made ]] || if ((stopped == 2)); then
+    hpc_log "local scratch: removed the job's folder on this node; on the other nodes only what their keepers removed before srun ended them (a folder left there is removed by the periodic node cleanup, plai_cleanups)"
+  else
+    hpc_log "local scratch: removed the job's folder on ${SLURM_JOB_NUM_NODES:-1} node(s)"
+  fi
   return "$rc"
 }
 

@@ -490,8 +490,23 @@ results_lost_job() {
     HPC_KEEPER_PID=$! HPC_KEEPER_STEP=5 HPC_KEEPER_TIMEOUT=30
     _hpc_stop_keepers; echo "rc=$?"'
   echo "$output"; echo "$stderr"
-  [[ $output == *"rc=0"* ]]
+  [[ $output == *"rc=2"* ]]
   [[ $output == *"the per-node folder keepers ended on SIGTERM after 1"[0-9]" s (SIGINT did not end them)"* ]]
   [ "$(sed -n 1p "$BATS_TEST_TMPDIR/scancel.log")" = "--signal=INT 4242.5" ]
   grep -qx -- "--signal=TERM 4242.5" "$BATS_TEST_TMPDIR/scancel.log"
+}
+
+@test "keepers ended only by SIGTERM: the log does not claim every node's folder removed (a killed keeper's stays), and the job does not fail for it" {
+  local bin=$BATS_TEST_TMPDIR/stub own=$BATS_TEST_TMPDIR/hpc_job_4242_nodeA
+  mkdir -p "$bin" "$own"
+  printf '#!/bin/bash\nexit 0\n' >"$bin/scancel"
+  chmod +x "$bin/scancel"
+  PATH=$bin:$PATH run_job_side true 'exec {HPC_KEEPER_FD}< <(trap "" INT; exec sleep 60)
+    HPC_KEEPER_PID=$! HPC_KEEPER_STEP=5 HPC_KEEPER_TIMEOUT=30 HPC_OWN_TMPDIR='"$own"' SLURM_JOB_NUM_NODES=2
+    hpc_tmpdir_cleanup; echo "rc=$?"'
+  echo "$output"; echo "$stderr"
+  [[ $output == *"rc=0"* ]]
+  [ ! -e "$own" ]
+  [[ $output == *"local scratch: removed the job's folder on this node; on the other nodes only what their keepers removed before srun ended them"* ]]
+  [[ $output != *"removed the job's folder on 2 node(s)"* ]]
 }

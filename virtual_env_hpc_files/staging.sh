@@ -155,21 +155,21 @@ _hpc_stop_keepers() {
 # when a folder could not be removed.
 hpc_tmpdir_cleanup() {
   [[ -n $HPC_OWN_TMPDIR || -n $HPC_KEEPER_PID ]] || return 0
-  local rc=0 made=$HPC_OWN_TMPDIR
+  local rc=0 made=$HPC_OWN_TMPDIR stopped=0
   cd / || true # the shell must not sit in the folder it removes
-  local stopped=0
   [[ -z $made ]] || hpc_node_remove_tmpdir "$made" || rc=1
   _hpc_stop_keepers || stopped=$?
   ((stopped != 1)) || rc=1
   HPC_OWN_TMPDIR=""
+  ((rc == 0)) && [[ -n $made ]] || return "$rc"
   # The keepers remove only the folders they made, and say so when they could not. Ended
   # by SIGTERM, one may have been killed first: its folder is not claimed as removed.
-  ((rc)) || [[ -z $made ]] || if ((stopped == 2)); then
+  if ((stopped == 2)); then
     hpc_log "local scratch: removed the job's folder on this node; on the other nodes only what their keepers removed before srun ended them (a folder left there is removed by the periodic node cleanup, plai_cleanups)"
   else
     hpc_log "local scratch: removed the job's folder on ${SLURM_JOB_NUM_NODES:-1} node(s)"
   fi
-  return "$rc"
+  return 0
 }
 
 # _hpc_results_setup: HPC_RESULTS_DIR (from HPC_RESULTS_FOLDER: relative to $SLURM_TMPDIR,

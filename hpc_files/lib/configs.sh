@@ -97,7 +97,6 @@ _configs_check_bytes() {
   if ((${#_cb_lines[@]} <= HPC_CONFIGS_BASH_LINES)) && _configs_check_bytes_here "$file" "$2"; then
     return 0
   fi
-  J_CONFIG_SCRIPTS=()
   # grep finds; awk keeps each script's first line and stops at the first bad byte, whose
   # line it prints as "!LINE" (bash's own warning about a NUL it drops from $(...) is not
   # for the user).
@@ -126,8 +125,8 @@ HPC_CONFIGS_C1_GLOB=$'\xc2[\x80\x81\x82\x83\x84\x85\x86\x87\x88\x89\x8a\x8b\x8c\
 HPC_CONFIGS_SCRIPT_RE='^[[:space:]]*([A-Za-z_][A-Za-z0-9_]*=[^[:space:]]*[[:space:]]+)*([^[:space:]]*/)?python[0-9.]*[[:space:]]+(-u[[:space:]]+)?([A-Za-z0-9_./+-]+[.]py)([[:space:];|&)]|$)'
 
 # _configs_check_bytes_here FILE LINES_ARRAY: _configs_check_bytes's checks and scripts, in
-# bash; returns 1 when FILE holds a NUL byte (which bash cannot see in a line: the grep
-# names its line).
+# bash; returns 1, having listed nothing, when FILE holds a NUL byte (which bash cannot see
+# in a line: the grep names its line).
 _configs_check_bytes_here() {
   local file=$1 LC_ALL=C line rest k=0 script
   local -n _bh_lines=$2

@@ -351,7 +351,7 @@ hpc_plan_exports() {
 # TEXT_VAR (a script is written with one write, not one per line).
 _hpc_plan_exports_add() {
   local -n _ea=$1
-  local _ea_manifest=${4-} _ea_line _ea_name _ea_value _ea_q
+  local _ea_manifest=${4-} _ea_line _ea_name _ea_value
   local -a _ea_lines
   [[ -n ${4+set} ]] || hpc_plan_manifest_to _ea_manifest "$2" "${3:-}"
   # The plan alone speaks to the job: no HPC_* variable of the submitting shell (another
@@ -367,16 +367,23 @@ unset -v _hpc_v
     _ea_name=${_ea_line%%$'\t'*} _ea_value=""
     [[ -n $_ea_name ]] || continue
     [[ $_ea_line != *$'\t'* ]] || hpc_manifest_unescape_to _ea_value "${_ea_line#*$'\t'}"
-    quote_to _ea_q "$_ea_value"
-    _ea+="export $_ea_name=$_ea_q"$'\n'
+    _hpc_plan_shell_export_add _ea "$_ea_name" "$_ea_value"
   done
 }
 
 # hpc_plan_shell_export NAME VALUE: "export NAME='VALUE'" with VALUE as one shell word.
 hpc_plan_shell_export() {
-  local q
-  quote_to q "$2"
-  printf 'export %s=%s\n' "$1" "$q"
+  local _se_text=""
+  _hpc_plan_shell_export_add _se_text "$1" "$2"
+  printf '%s' "$_se_text"
+}
+
+# _hpc_plan_shell_export_add TEXT_VAR NAME VALUE: hpc_plan_shell_export's line, added to TEXT_VAR.
+_hpc_plan_shell_export_add() {
+  local -n _sa=$1
+  local _sa_q
+  quote_to _sa_q "$3"
+  _sa+="export $2=$_sa_q"$'\n'
 }
 
 _plan_manifest_pairs() {

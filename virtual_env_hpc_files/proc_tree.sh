@@ -36,11 +36,15 @@ hpc_proc_children_table_to() {
 # hpc_proc_handles_to VAR PID: VAR="usr1", "term" or "none": what PID catches (SigCgt).
 # No subshell: the warning races the program's own end (a DDP rank stops as soon as
 # another rank took its warning), and a fork per process is slow on a loaded node.
+# The file is read to its end, never left early: bash's read keeps what it read ahead in
+# one buffer shared by every file and gives it back with lseek, which fails on the status
+# of a process that ended meanwhile; what stayed in the buffer then came out of the next
+# read of another file (a program's name read as "CapInh: 0000000000000000").
 hpc_proc_handles_to() {
   local -n _handles=$1
   local line cgt=""
   while IFS= read -r line; do
-    [[ $line == SigCgt:* ]] && cgt=${line##*[[:space:]]} && break
+    [[ $line != SigCgt:* ]] || cgt=${line##*[[:space:]]}
   done 2>/dev/null <"/proc/$2/status"
   if [[ -z $cgt ]]; then
     _handles=none

@@ -19,7 +19,7 @@ venv=${HPC_TEST_VENV:-/opt/hpc_files/test-venv}
 jax_venv=${HPC_TEST_JAX_VENV:-/opt/hpc_files/jax-venv}
 base_python=${HPC_TEST_BASE_PYTHON:-/usr/bin/python3}
 APT_PACKAGES=(slurm-wlm slurmdbd munge mariadb-server bats shellcheck bubblewrap
-  pigz zstd rsync parallel procps psmisc python3-venv python3-yaml openssh-server)
+  pigz zstd rsync parallel procps psmisc python3-venv python3-yaml openssh-server strace)
 
 say() { printf 'install_deps: %s\n' "$*" >&2; }
 

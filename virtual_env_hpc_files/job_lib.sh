@@ -71,6 +71,8 @@ hpc_job_lib_loaded() { :; }
 #   interactive_rc interactive.rc  an --interactive session's shell start (local.sh)
 #   node_env  node_env.NODE     what a node's env can do, found by the first task there
 #                               (hpc_env_default_signal_settle; the key names the prefix)
+#   keepers_stop keepers.stop.JOB.RESTART  tells a multi-node job's per-node folder
+#                               keepers to end (staging.sh; the key names the prefix)
 # The logs stay in hpc_outputs/ (EXP-JOB.out, where researchers look); each chunk's
 # manifest names their pattern (@log), as the ledger does.
 # Submissions made before homes (hpc_outputs/jobs/EXP-STAMP.sbatch, .commands, ...) are
@@ -129,6 +131,7 @@ hpc_home_path_to() {
     rerun_lock) _hp=$2/rerun.lock ;;
     interactive_rc) _hp=$2/interactive.rc ;;
     node_env) _hp=$2/node_env. ;;
+    keepers_stop) _hp=$2/keepers.stop. ;;
     *) return 1 ;;
   esac
 }

@@ -1,10 +1,11 @@
 #!/bin/bash
 # The per-node half of staging.sh: this node's job folder and data. Run as one srun task
 # per node, or sourced by staging.sh for the same functions on the batch node:
-#   node_tmpdir.sh keep BATCH_NODE BATCH_PID   make this node's own $SLURM_TMPDIR, print
+#   node_tmpdir.sh keep BATCH_NODE BATCH_PID [STOP_FILE]
+#                                              make this node's own $SLURM_TMPDIR, print
 #                                              "ready NODE STEP_ID DIR", hold it until SIGTERM
-#                                              (job end, scancel, time limit) or SIGINT
-#                                              (the batch shell is done), remove it
+#                                              (job end, scancel, time limit), SIGINT or
+#                                              STOP_FILE (the batch shell is done), remove it
 #   node_tmpdir.sh extract ARCHIVE BYTES       extract the --data archive into this node's
 #                                              $SLURM_TMPDIR, after checking its free space
 # Own folders are named <HPC_LOCAL_SCRATCH, %n and %u expanded>/hpc_job_<SLURM_JOB_ID>_<node>
@@ -138,9 +139,13 @@ hpc_node_extract() {
   }
 }
 
-# hpc_node_keep BATCH_NODE BATCH_PID: the per-node keeper task (see the header).
+# hpc_node_keep BATCH_NODE BATCH_PID [STOP_FILE]: the per-node keeper task (see the
+# header). The batch shell tells it to end in two ways: SIGINT through Slurm (at once), and
+# STOP_FILE in the job's home on the shared filesystem, looked at every 2 s: CI on 26.05
+# under load saw a keeper that no SIGINT or SIGTERM reached, killed by srun before it
+# removed its folder.
 hpc_node_keep() {
-  local batch_node=$1 batch_pid=$2 dir node stop=0 nap=""
+  local batch_node=$1 batch_pid=$2 stop_file=${3:-} dir node stop=0 nap=""
   hpc_node_name_to node
   hpc_node_tmpdir_to dir || {
     printf 'error %s\n' "$node"
@@ -156,9 +161,10 @@ hpc_node_keep() {
   trap 'stop=1; [[ -z $nap ]] || kill "$nap" 2>/dev/null' TERM INT
   printf 'ready %s %s %s\n' "$node" "${SLURM_STEP_ID:-?}" "$dir"
   while ((stop == 0)); do
-    sleep 3600 &
+    sleep 2 &
     nap=$!
     wait "$nap" 2>/dev/null
+    [[ -z $stop_file || ! -e $stop_file ]] || stop=1
   done
   if [[ $node == "$batch_node" ]]; then
     # The batch shell copies the results out of this folder first, then removes it.
@@ -172,13 +178,13 @@ hpc_node_keep() {
 _hpc_node_main() {
   local dir
   case ${1:-} in
-    keep) hpc_node_keep "${2:?batch node}" "${3:?batch pid}" ;;
+    keep) hpc_node_keep "${2:?batch node}" "${3:?batch pid}" "${4:-}" ;;
     extract)
       hpc_node_tmpdir_to dir || return 1
       hpc_node_extract "$dir" "${2:?archive}" "${3:-0}"
       ;;
     *)
-      echo "usage: node_tmpdir.sh keep BATCH_NODE BATCH_PID | extract ARCHIVE BYTES" >&2
+      echo "usage: node_tmpdir.sh keep BATCH_NODE BATCH_PID [STOP_FILE] | extract ARCHIVE BYTES" >&2
       return 2
       ;;
   esac

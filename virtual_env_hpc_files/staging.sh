@@ -24,7 +24,7 @@ HPC_NODE_SCRIPT=${BASH_SOURCE[0]%/*}/node_tmpdir.sh
 HPC_EXIT_RESULTS_LOST=74
 # Seconds to wait for the keepers to start, and to remove their folders at the end.
 HPC_KEEPER_TIMEOUT=${HPC_KEEPER_TIMEOUT:-120}
-HPC_KEEPER_PID="" HPC_KEEPER_STEP="" HPC_KEEPER_FD="" HPC_SYNC_PID="" HPC_OWN_TMPDIR=""
+HPC_KEEPER_PID="" HPC_KEEPER_STEP="" HPC_KEEPER_FD="" HPC_KEEPER_STOP="" HPC_SYNC_PID="" HPC_OWN_TMPDIR=""
 HPC_RESULTS_LOST="" # this attempt's results could be neither copied back nor kept
 HPC_RESULTS_KEPT_NOW="" # the attempt_N folder of .hpc_results_kept this attempt made
 
@@ -94,11 +94,18 @@ _hpc_own_tmpdirs() {
 # watch, requeue.sh) run without the user's BASH_ENV: a BASH_ENV that prints a line made
 # the first keeper's answer that line (README: The job's environment). The user's command
 # keeps it (Lmod's module function reaches non-interactive shells through it).
+# Their stop file (HPC_KEEPER_STOP, in the job's home: one per job and attempt; none for a
+# job of an older version, which has no home) is cleared before they start.
 _hpc_start_keepers() {
   local nodes=$1 i line node dir
+  HPC_KEEPER_STOP=""
+  if hpc_job_path_to HPC_KEEPER_STOP keepers_stop; then
+    HPC_KEEPER_STOP+=${SLURM_JOB_ID:?}.${SLURM_RESTART_COUNT:-0}
+    rm -f -- "$HPC_KEEPER_STOP"
+  fi
   exec {HPC_KEEPER_FD}< <(exec srun --overlap --job-name=hpc-tmpdir --nodes="$nodes" \
     --ntasks="$nodes" --ntasks-per-node=1 --cpus-per-task=1 \
-    env -u BASH_ENV bash "$HPC_NODE_SCRIPT" keep "${SLURMD_NODENAME:-}" "$$" </dev/null)
+    env -u BASH_ENV bash "$HPC_NODE_SCRIPT" keep "${SLURMD_NODENAME:-}" "$$" "$HPC_KEEPER_STOP" </dev/null)
   HPC_KEEPER_PID=$!
   for ((i = 0; i < nodes; i++)); do
     line=""
@@ -118,19 +125,24 @@ _hpc_start_keepers() {
   done
 }
 
-# _hpc_stop_keepers: SIGINT to the keeper step (SIGTERM would make slurmstepd log the step
-# as cancelled); wait until its tasks removed their folders. The signal goes again every
-# 3 s while they run (a keeper takes it twice harmlessly). CI on 26.05 saw keepers run on
-# for 120 s after SIGINT, their folders left behind: from 10 s on, SIGTERM goes instead,
-# to the step and to its srun here (which passes it on to the tasks), and the log says
-# which signal ended them. Returns 0 when SIGINT ended them, 2 when SIGTERM did (srun may
-# have killed a keeper before it removed its folder), 1 when they did not end.
+# _hpc_stop_keepers: the stop file, and SIGINT to the keeper step (SIGTERM would make
+# slurmstepd log the step as cancelled); wait until its tasks removed their folders. The
+# signal goes again every 3 s while they run (a keeper takes it twice harmlessly). CI on
+# 26.05 saw a keeper that no signal reached (the stop file ends it within 2 s): from 20 s
+# on, SIGTERM goes instead, to the step and to its srun here (which ends the tasks), and
+# the log says which signal ended them. Returns 0 when they ended before SIGTERM, 2 when
+# SIGTERM ended them (srun may have killed a keeper before it removed its folder), 1 when
+# they did not end.
 _hpc_stop_keepers() {
   local waited=0 limit=$((HPC_KEEPER_TIMEOUT * 10)) sig=INT out said=""
   [[ -n $HPC_KEEPER_PID ]] || return 0
+  if [[ -n $HPC_KEEPER_STOP ]]; then
+    { : >"$HPC_KEEPER_STOP"; } 2>/dev/null ||
+      hpc_log "local scratch: could not write the keepers' stop file $HPC_KEEPER_STOP: they are told by SIGINT alone"
+  fi
   while kill -0 "$HPC_KEEPER_PID" 2>/dev/null && ((waited++ < limit)); do
     if ((waited % 30 == 1)); then
-      ((waited < 100)) || sig=TERM
+      ((waited < 200)) || sig=TERM
       if [[ $HPC_KEEPER_STEP =~ ^[0-9]+$ ]]; then
         out=$(scancel --signal="$sig" "${SLURM_JOB_ID:?}.$HPC_KEEPER_STEP" 2>&1) ||
           [[ -n $said ]] || { said=1 && hpc_log "local scratch: scancel --signal=$sig of the keeper step $HPC_KEEPER_STEP failed: ${out:0:300}"; }
@@ -140,13 +152,14 @@ _hpc_stop_keepers() {
     sleep 0.1
   done
   exec {HPC_KEEPER_FD}<&-
+  [[ -z $HPC_KEEPER_STOP ]] || rm -f -- "$HPC_KEEPER_STOP"
   if kill -0 "$HPC_KEEPER_PID" 2>/dev/null; then
     hpc_error "the per-node folder keepers did not end within $HPC_KEEPER_TIMEOUT s (step ${HPC_KEEPER_STEP:-?}, SIGINT then SIGTERM); Slurm stops them at the job's end"
     return 1
   fi
   HPC_KEEPER_PID=""
   [[ $sig != INT ]] || return 0
-  hpc_log "local scratch: the per-node folder keepers ended on SIGTERM after $((waited / 10)) s (SIGINT did not end them)"
+  hpc_log "local scratch: the per-node folder keepers ended on SIGTERM after $((waited / 10)) s (neither SIGINT nor their stop file ended them)"
   return 2
 }
 

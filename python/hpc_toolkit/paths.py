@@ -36,6 +36,7 @@ NAMES: dict[str, str] = {
     "rerun_lock": "rerun.lock",
     "interactive_rc": "interactive.rc",
     "node_env": "node_env.",
+    "keepers_stop": "keepers.stop.",
 }
 # An older version's names: suffixes of jobs/EXP-STAMP (the commands file less .commands).
 _LEGACY: dict[str, str] = {

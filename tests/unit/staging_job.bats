@@ -480,7 +480,7 @@ results_lost_job() {
   [ ! -e "$kept/attempt_1/node_1" ]
 }
 
-@test "keepers that do not end on SIGINT get SIGTERM from 10 s on, to their step and their srun, and the log says which ended them" {
+@test "keepers that do not end on SIGINT get SIGTERM from 20 s on, to their step and their srun, and the log says which ended them" {
   local bin=$BATS_TEST_TMPDIR/stub
   mkdir -p "$bin"
   printf '#!/bin/bash\necho "$*" >>"%s/scancel.log"\n' "$BATS_TEST_TMPDIR" >"$bin/scancel"
@@ -491,7 +491,7 @@ results_lost_job() {
     _hpc_stop_keepers; echo "rc=$?"'
   echo "$output"; echo "$stderr"
   [[ $output == *"rc=2"* ]]
-  [[ $output == *"the per-node folder keepers ended on SIGTERM after 1"[0-9]" s (SIGINT did not end them)"* ]]
+  [[ $output == *"the per-node folder keepers ended on SIGTERM after 2"[0-9]" s (neither SIGINT nor their stop file ended them)"* ]]
   [ "$(sed -n 1p "$BATS_TEST_TMPDIR/scancel.log")" = "--signal=INT 4242.5" ]
   grep -qx -- "--signal=TERM 4242.5" "$BATS_TEST_TMPDIR/scancel.log"
 }
@@ -509,4 +509,57 @@ results_lost_job() {
   [ ! -e "$own" ]
   [[ $output == *"local scratch: removed the job's folder on this node; on the other nodes only what their keepers removed before srun ended them"* ]]
   [[ $output != *"removed the job's folder on 2 node(s)"* ]]
+}
+
+@test "a keeper that no signal reaches (CI on 26.05 under load) ends on its stop file: its folder is removed, its exit is clean" {
+  local scratch=$BATS_TEST_TMPDIR/scratch stop=$BATS_TEST_TMPDIR/home/keepers.stop.4242.0
+  mkdir -p "$scratch" "$BATS_TEST_TMPDIR/home"
+  chmod 700 "$scratch"
+  # A keeper on nodeB (not the batch node) that ignores SIGINT and SIGTERM from the start.
+  ( trap '' INT TERM
+    exec env SLURMD_NODENAME=nodeB SLURM_JOB_ID=4242 HPC_TMPDIR_PATTERN="$scratch/hpc_job_4242_%n" \
+      bash "$REPO_ROOT/virtual_env_hpc_files/node_tmpdir.sh" keep nodeA 1 "$stop" >"$BATS_TEST_TMPDIR/keeper.out" 2>&1 ) &
+  local keeper=$! i
+  for ((i = 0; i < 100; i++)); do
+    [[ ! -s $BATS_TEST_TMPDIR/keeper.out ]] || break
+    sleep 0.1
+  done
+  cat "$BATS_TEST_TMPDIR/keeper.out"
+  [ "$(cat "$BATS_TEST_TMPDIR/keeper.out")" = "ready nodeB ? $scratch/hpc_job_4242_nodeB" ]
+  [ -d "$scratch/hpc_job_4242_nodeB" ]
+  kill -INT "$keeper"; kill -TERM "$keeper"
+  sleep 3
+  kill -0 "$keeper" # no signal ended it
+  : >"$stop"
+  for ((i = 0; i < 60; i++)); do
+    kill -0 "$keeper" 2>/dev/null || break
+    sleep 0.1
+  done
+  ! kill -0 "$keeper" 2>/dev/null || { kill -KILL "$keeper"; false; }
+  wait "$keeper"
+  [ ! -e "$scratch/hpc_job_4242_nodeB" ]
+}
+
+@test "the batch shell names the keepers' stop file (the job's home, per job and attempt), clears an old one before they start, writes it when they are to stop" {
+  local bin=$BATS_TEST_TMPDIR/stub home=$BATS_TEST_TMPDIR/home
+  mkdir -p "$bin" "$home"
+  printf '#!/bin/bash\nexit 0\n' >"$bin/scancel"
+  # srun: record the keepers' argv, answer "ready" for 2 nodes, then run until the stop
+  # file shows (30 s at most).
+  cat >"$bin/srun" <<EOF
+#!/bin/bash
+printf '%s\n' "\$@" >"$BATS_TEST_TMPDIR/srun.argv"
+for n in nodeA nodeB; do echo "ready \$n 7 "; done
+stop=\${@: -1} i=0
+while [[ ! -e \$stop ]] && ((i++ < 300)); do sleep 0.1; done
+EOF
+  chmod +x "$bin/scancel" "$bin/srun"
+  : >"$home/keepers.stop.4242.3" # left by an earlier attempt of this job
+  PATH=$bin:$PATH run_job_side true 'HPC_HOME='"$home"' SLURM_RESTART_COUNT=3 SLURMD_NODENAME=nodeA HPC_TMPDIR_PATTERN=/x/hpc_job_4242_%n
+    _hpc_start_keepers 2 && [[ ! -e $HPC_HOME/keepers.stop.4242.3 ]] && echo cleared
+    _hpc_stop_keepers; echo "rc=$?"'
+  echo "$output"; echo "$stderr"
+  [[ $output == *cleared*"rc=0"* ]]
+  [ "$(tail -n 1 "$BATS_TEST_TMPDIR/srun.argv")" = "$home/keepers.stop.4242.3" ]
+  [ ! -e "$home/keepers.stop.4242.3" ] # removed once they ended
 }

@@ -53,15 +53,16 @@ PROBE='python -c "import os, sys, smallpkg; print(\"PREFIX\", os.environ.get(\"S
   local copy
   copy=$(echo "$COPIES/$HPC_TEST_USER"/venv-*[0-9a-f])
   [[ $copy =~ /venv-[0-9a-f]{16}-[0-9a-f]{16}$ ]]
-  # One line per node, each from the copy, not from the project's venv.
-  grep -qxF "PREFIX node1 $copy $copy v1" "$log" || { cat "$log"; return 1; }
-  grep -qxF "PREFIX node2 $copy $copy v1" "$log"
+  # One line per node (whichever two Slurm chose: CI saw node[2-3] under load), each from
+  # the copy, not from the project's venv.
+  [ "$(awk -v c="$copy" '$1 == "PREFIX" && $3 == c && $4 == c && $5 == "v1" { print $2 }' "$log" | sort -u | wc -l)" -eq 2 ] ||
+    { cat "$log"; return 1; }
   [ "$(grep -c "^SCRIPT $copy v1$" "$log")" -eq 2 ]
   run ! grep -q "^PREFIX.*$PROJECT/.venv" "$log"
   # Set up on each node (the test cluster's nodes share one disk: one unpacks, the other
   # finds it ready), with what it cost.
   grep -q "\] venv: unpacked venv-.* into $copy in [0-9]* ms" "$log"
-  [ "$(grep -cE "node[12]\] venv: (unpacked venv-.* into $copy|node-local copy $copy is ready)" "$log")" -eq 2 ]
+  [ "$(grep -cE "node[0-9]+\] venv: (unpacked venv-.* into $copy|node-local copy $copy is ready)" "$log")" -eq 2 ]
   grep -q "venv: node-local copy ready on 2 node(s) in [0-9]* ms" "$log"
   [ -f "$COPIES/$HPC_TEST_USER/${copy##*/}.jobs/$JOB_ID" ]
   # The same venv again: the archive is reused, and the node finds its copy ready.

@@ -141,9 +141,9 @@ hpc_node_extract() {
 
 # hpc_node_keep BATCH_NODE BATCH_PID [STOP_FILE]: the per-node keeper task (see the
 # header). The batch shell tells it to end in two ways: SIGINT through Slurm (at once), and
-# STOP_FILE in the job's home on the shared filesystem, looked at every 2 s: CI on 26.05
-# under load saw a keeper that no SIGINT or SIGTERM reached, killed by srun before it
-# removed its folder.
+# STOP_FILE in the job's home on the shared filesystem (owned by the job's user), looked
+# at every 2 s: CI on 26.05 under load saw a keeper that no SIGINT or SIGTERM reached,
+# killed by srun before it removed its folder.
 hpc_node_keep() {
   local batch_node=$1 batch_pid=$2 stop_file=${3:-} dir node stop=0 nap=""
   hpc_node_name_to node
@@ -164,7 +164,8 @@ hpc_node_keep() {
     sleep 2 &
     nap=$!
     wait "$nap" 2>/dev/null
-    [[ -z $stop_file || ! -e $stop_file ]] || stop=1
+    # Only the job's own: in a group-writable project another user could make it.
+    [[ -z $stop_file || ! -O $stop_file ]] || stop=1
   done
   if [[ $node == "$batch_node" ]]; then
     # The batch shell copies the results out of this folder first, then removes it.

@@ -154,7 +154,7 @@ _hpc_stop_keepers() {
   exec {HPC_KEEPER_FD}<&-
   [[ -z $HPC_KEEPER_STOP ]] || rm -f -- "$HPC_KEEPER_STOP"
   if kill -0 "$HPC_KEEPER_PID" 2>/dev/null; then
-    hpc_error "the per-node folder keepers did not end within $HPC_KEEPER_TIMEOUT s (step ${HPC_KEEPER_STEP:-?}, SIGINT then SIGTERM); Slurm stops them at the job's end"
+    hpc_error "the per-node folder keepers did not end within $HPC_KEEPER_TIMEOUT s (step ${HPC_KEEPER_STEP:-?}, their stop file and SIGINT, then SIGTERM); Slurm stops them at the job's end"
     return 1
   fi
   HPC_KEEPER_PID=""

@@ -540,6 +540,34 @@ results_lost_job() {
   [ ! -e "$scratch/hpc_job_4242_nodeB" ]
 }
 
+@test "a stop file another user made (a group-writable project) does not end a keeper: only the job's own does" {
+  local scratch=$BATS_TEST_TMPDIR/scratch home=$BATS_TEST_TMPDIR/home
+  local stop=$home/keepers.stop.4242.0
+  mkdir -p "$scratch" "$home"
+  chmod 700 "$scratch"
+  ( exec env SLURMD_NODENAME=nodeB SLURM_JOB_ID=4242 HPC_TMPDIR_PATTERN="$scratch/hpc_job_4242_%n" \
+      bash "$REPO_ROOT/virtual_env_hpc_files/node_tmpdir.sh" keep nodeA 1 "$stop" >"$BATS_TEST_TMPDIR/keeper.out" 2>&1 ) &
+  local keeper=$! i
+  for ((i = 0; i < 100; i++)); do
+    [[ ! -s $BATS_TEST_TMPDIR/keeper.out ]] || break
+    sleep 0.1
+  done
+  [[ $(cat "$BATS_TEST_TMPDIR/keeper.out") == "ready nodeB "* ]]
+  : >"$stop"
+  chown nobody "$stop"
+  sleep 5
+  kill -0 "$keeper" # another user's file ended nothing
+  [ -d "$scratch/hpc_job_4242_nodeB" ]
+  rm -f "$stop" && : >"$stop" # the job's own
+  for ((i = 0; i < 60; i++)); do
+    kill -0 "$keeper" 2>/dev/null || break
+    sleep 0.1
+  done
+  ! kill -0 "$keeper" 2>/dev/null || { kill -KILL "$keeper"; false; }
+  wait "$keeper"
+  [ ! -e "$scratch/hpc_job_4242_nodeB" ]
+}
+
 @test "the batch shell names the keepers' stop file (the job's home, per job and attempt), clears an old one before they start, writes it when they are to stop" {
   local bin=$BATS_TEST_TMPDIR/stub home=$BATS_TEST_TMPDIR/home
   mkdir -p "$bin" "$home"

@@ -172,7 +172,11 @@ main() {
   local source_dir stamp venv_job="" submitted=()
   # Until the first file is written, every refusal is of the user's input: exit 2.
   HPC_DIE_STATUS=2
-  source_dir=${HPC_PROJECT_DIR:-$(cd -- "$HPC_TOOLKIT_DIR/.." && pwd -P)}
+  source_dir=${HPC_PROJECT_DIR:-}
+  if [[ -z $source_dir ]]; then # the project's physical path: cd -P's $PWD (no subshell)
+    cd -P -- "$HPC_TOOLKIT_DIR/.." && source_dir=$PWD && cd -- "$OLDPWD" ||
+      die "cannot enter the project's folder ($HPC_TOOLKIT_DIR/..), or come back to the folder this ran from: run it from a folder you can enter"
+  fi
   # The submission's id is EXP-STAMP: a random part keeps it unique across clusters that
   # share $SCRATCH and machines whose pids and clocks meet.
   printf -v stamp '%(%Y%m%d-%H%M%S)T-%s-%04x' -1 "$$" "$((${SRANDOM:-$RANDOM} % 65536))"

@@ -26,16 +26,31 @@ source "$HPC_JOB_LIB"
 # submitted from an array task's line saw the parent's SLURM_ARRAY_TASK_ID (and ran its
 # line), SLURM_MEM_PER_NODE, SLURM_NTASKS, SRUN_CPUS_PER_TASK. Run it in the subshell
 # that starts sbatch or salloc (sbatch.sh, local.sh), so the submitting shell keeps them.
+# (The names by ${!PREFIX@}, not $(compgen -e): no subshell, whose fork of the large
+# submitting shell was a cost of every submission; a shell variable of these names that
+# is not exported goes too, which changes nothing for the command the subshell starts.)
 hpc_forget_enclosing_job() {
   local _fej_name
-  for _fej_name in $(compgen -e); do
+  for _fej_name in ${!SLURM_@} ${!SLURMD_@} ${!SRUN_@} ${!SALLOC_@}; do
     case $_fej_name in
       SLURM_CONF | SLURM_DEBUG_FLAGS | SLURM_EXIT_ERROR | SLURM_UMASK) ;;
-      SLURM_* | SLURMD_* | SRUN_* | SALLOC_*) unset -v "$_fej_name" ;;
+      *) unset -v "$_fej_name" ;;
     esac
   done
   # (the enclosing program's mark, by which its job ends what it left running: proc_tree.sh)
   unset -v HPC_PROGRAM_TOKEN
+}
+
+# hpc_lines_to ARRAY TEXT: TEXT's non-empty lines into ARRAY, with no process and no pipe
+# (mapfile <<< TEXT reads a short text back from a pipe a byte at a time): word splitting
+# on newlines, with globbing off inside this function only (local -). Empty lines vanish.
+hpc_lines_to() {
+  local -n _lt=$1
+  local -
+  set -f
+  local IFS=$'\n'
+  # shellcheck disable=SC2206 # split on newlines on purpose, globs off
+  _lt=($2)
 }
 
 # die MESSAGE...: "prog: message" on stderr, exit HPC_DIE_STATUS (default 1). An

@@ -362,7 +362,7 @@ _hpc_plan_exports_add() {
 for _hpc_v in $(compgen -v HPC_); do unset -v "$_hpc_v"; done
 unset -v _hpc_v
 '
-  mapfile -t _ea_lines <<<"$_ea_manifest"
+  hpc_lines_to _ea_lines "$_ea_manifest"
   for _ea_line in "${_ea_lines[@]}"; do
     _ea_name=${_ea_line%%$'\t'*} _ea_value=""
     [[ -n $_ea_name ]] || continue
@@ -538,14 +538,6 @@ hpc_plan_each_distinct() {
   done
 }
 
-# _plan_text_add TEXT_VAR: a here-document (stdin) added to TEXT_VAR, with builtins only.
-_plan_text_add() {
-  local -n _ta=$1
-  local _ta_text
-  IFS= read -r -d '' _ta_text || true
-  _ta+=$_ta_text
-}
-
 # hpc_plan_script K [VARS]: print chunk K's whole batch script on stdout, with its own
 # settings (VARS: as for hpc_plan_manifest), in one write.
 hpc_plan_script() {
@@ -600,14 +592,15 @@ _plan_script_add() {
       _directive_add _st "$extra"
     fi
   done
-  _plan_text_add _st <<EOF
-#
+  # (Strings, not here-documents: bash passes a short one through a pipe and reads it back
+  # a byte at a time.)
+  _st+="#
 # Made by hpc_files/job_submitter.sh (cluster profile: $HPC_PROFILE_NAME). Everything the
 # job needs is here; to run it again by hand: sbatch $q_script
 # The commands are the lines of \$HPC_COMMANDS_FILE, as they run; array task i runs line i+1.
 $pipefail_note
 
-EOF
+"
   _hpc_plan_exports_add _st "$1" "$script" ${2+"$2"}
   # With a container the image, not a venv, provides Python (singularity_hpc_files/).
   # shellcheck disable=SC2016 # the script's text
@@ -616,8 +609,7 @@ EOF
     # shellcheck disable=SC2016
     env_step='hpc_container_prepare  # the runtime and $HPC_CONTAINER; the commands run inside it'
   fi
-  _plan_text_add _st <<EOF
-
+  _st+="
 # shellcheck source=/dev/null
 source $q_runtime || exit 1
 
@@ -628,6 +620,6 @@ hpc_stage_data     # --data: the archive extracted into \$SLURM_TMPDIR, once per
 hpc_load_modules   # \$HPC_MODULES, when the cluster has modules
 $env_step
 hpc_run_command    # the command, through \$HPC_LAUNCHER, in \$source_dir
-exit "\$?"
-EOF
+exit \"\$?\"
+"
 }

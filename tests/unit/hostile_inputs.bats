@@ -83,6 +83,27 @@ refused_hard() {
   refused_hard "configs file 'c.txt', line 7: the command is not valid bash" --configs c.txt
 }
 
+# Lines of plain words skip bash -n (configs.sh): one that is a reserved word alone, or
+# starts with one, is still refused; a reserved word as a program's argument still passes.
+@test "configs: plain words that are bash syntax (fi, done, if x, for) are still refused; as arguments they pass" {
+  local bad
+  for bad in 'fi' 'python examples/train.py --lr 0.1 fi
+done' 'if python examples/train.py' 'for x' 'time'; do
+    printf 'python examples/train.py --lr 0.2\n%s\n' "$bad" >"$PROJECT/c.txt"
+    if [[ $bad == time ]]; then # 'time' alone parses: accepted
+      run --separate-stderr submitter --dry-run --configs c.txt
+      [ "$status" -eq 0 ] || { echo "time: $stderr"; return 1; }
+      continue
+    fi
+    refused_hard "configs file 'c.txt', line" --configs c.txt || { echo "for: $bad"; return 1; }
+    [[ $stderr == *"is not valid bash"* ]]
+  done
+  printf '%s\n' 'python examples/train.py --mode in --then fi --do=done' 'python examples/train.py case=esac' >"$PROJECT/c.txt"
+  run --separate-stderr submitter --dry-run --configs c.txt
+  [ "$status" -eq 0 ] || { echo "$stderr"; return 1; }
+  [[ $output == *"# ---- commands (2), one per array task"* ]]
+}
+
 @test "--nodes-arg/--devices-arg go where the program's arguments end: before a comment, a ';', a pipe" {
   printf '%s\n' 'python examples/train.py --lr 0.1 # note; x' \
     'python examples/train.py --name "a;b" ; echo done' \

@@ -174,7 +174,7 @@ main() {
   HPC_DIE_STATUS=2
   source_dir=${HPC_PROJECT_DIR:-}
   if [[ -z $source_dir ]]; then # the project's physical path: cd -P's $PWD (no subshell)
-    cd -P -- "$HPC_TOOLKIT_DIR/.." && source_dir=$PWD && cd -- "$OLDPWD" ||
+    { cd -P -- "$HPC_TOOLKIT_DIR/.." && source_dir=$PWD && cd -- "$OLDPWD"; } ||
       die "cannot enter the project's folder ($HPC_TOOLKIT_DIR/..), or come back to the folder this ran from: run it from a folder you can enter"
   fi
   # The submission's id is EXP-STAMP: a random part keeps it unique across clusters that

@@ -53,6 +53,19 @@ hpc_lines_to() {
   _lt=($2)
 }
 
+# hpc_split_to ARRAY SEP LINE: LINE's fields at each SEP (one character) into ARRAY, as
+# IFS=SEP read -r -a ARRAY <<<"LINE" splits a line (a whitespace SEP, such as a tab, takes
+# runs of it as one and trims the ends), with no pipe: bash passes a here-string through a
+# pipe and reads it back a byte at a time. Globbing is off inside this function only.
+hpc_split_to() {
+  local -n _st_fields=$1
+  local -
+  set -f
+  local IFS=$2
+  # shellcheck disable=SC2206 # split on SEP on purpose, globs off
+  _st_fields=($3)
+}
+
 # die MESSAGE...: "prog: message" on stderr, exit HPC_DIE_STATUS (default 1). An
 # executable sets HPC_DIE_STATUS=2 while it judges its input, so every refusal of bad
 # input exits 2, as a usage error does (die_usage); later failures exit 1.

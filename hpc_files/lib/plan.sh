@@ -148,8 +148,7 @@ hpc_plan_is_array() {
 
 # hpc_plan_chunk_to ARRAY K: chunk K's fields (LINES OFFSET PACK NAME=VALUE...).
 hpc_plan_chunk_to() {
-  local -n _fields=$1
-  IFS=$'\t' read -r -a _fields <<<"${J_CHUNKS[$2]}"
+  hpc_split_to "$1" $'\t' "${J_CHUNKS[$2]}"
 }
 
 # hpc_plan_ranges_count_to VAR RANGES: how many indices "1,3-5" holds (4).

@@ -108,19 +108,23 @@ hpc_runs_check_active() {
   local line
   hpc_ledger_lines_of_to lines "$J_EXP_NAME"
   for line in "${lines[@]}"; do
-    IFS=$'\t' read -r -a f <<<"$line"
+    hpc_split_to f $'\t' "$line"
     [[ ${f[2]:-} == "$J_EXP_NAME" && ${f[6]:-job} == job && ${f[1]:-} =~ ^[0-9]+$ ]] || continue
     [[ -z ${own[${f[1]}]:-} ]] || continue
     mine[${f[1]}]=${f[5]:-${f[1]}}
   done
   ((${#mine[@]})) || return 0
-  queued=$(squeue -h -o '%i %j' -u "${USER:-$(id -un)}" 2>/dev/null) || return 0
-  while read -r id name; do
+  # (-n: only the jobs of this name; the name is checked again below)
+  queued=$(squeue -h -o '%i %j' -u "${USER:-$(id -un)}" -n "$J_EXP_NAME" 2>/dev/null) || return 0
+  hpc_lines_to lines "$queued"
+  for line in "${lines[@]}"; do
+    hpc_split_to f ' ' "$line"
+    id=${f[0]:-} name=${f[1]:-}
     [[ -n $id && $name == "$J_EXP_NAME" ]] || continue
     id=${id%%_*} # an array's task (123_4, 123_[5-9]): the array's id, as the ledger has it
     [[ -n ${mine[$id]:-} ]] || continue
     die "submission ${mine[$id]} (job $id) of experiment '$J_EXP_NAME' is still queued or running and uses its checkpoint folders ($J_SCRATCH_DIR/$J_EXP_NAME/checkpoints): wait for it to end (hpc status), cancel it (hpc cancel $id), or submit with another --exp-name"
-  done <<<"$queued"
+  done
 }
 
 # hpc_runs_claim WHAT: claim the experiment for this submission: under its lock
@@ -197,7 +201,7 @@ hpc_runs_results_plan_to() {
     local line
     hpc_ledger_lines_of_to lines "$J_EXP_NAME"
     for line in "${lines[@]}"; do
-      IFS=$'\t' read -r -a f <<<"$line"
+      hpc_split_to f $'\t' "$line"
       [[ ${f[2]:-} == "$J_EXP_NAME" && ${f[6]:-job} == job && ${f[1]:-} =~ ^[0-9]+$ ]] || continue
       job=${f[1]} when=${f[0]}
     done

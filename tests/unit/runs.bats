@@ -101,7 +101,7 @@ squeue_stub() {
   [ "$(sbatch_calls)" -eq 1 ]
   run --separate-stderr submitter --exp-name f
   [ "$status" -eq 0 ]
-  grep -qx -- "-h -o %i %j -u $(id -un)" "$BATS_TEST_TMPDIR/squeue.log"
+  grep -qx -- "-h -o %i %j -u $(id -un) -n e" "$BATS_TEST_TMPDIR/squeue.log" # (only the experiment's jobs)
 }
 
 @test "a job number of the ledger that now names another job (Slurm numbered afresh, another cluster) does not refuse the experiment" {

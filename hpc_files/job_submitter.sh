@@ -173,9 +173,16 @@ main() {
   # Until the first file is written, every refusal is of the user's input: exit 2.
   HPC_DIE_STATUS=2
   source_dir=${HPC_PROJECT_DIR:-}
-  if [[ -z $source_dir ]]; then # the project's physical path: cd -P's $PWD (no subshell)
-    { cd -P -- "$HPC_TOOLKIT_DIR/.." && source_dir=$PWD && cd -- "$OLDPWD"; } ||
-      die "cannot enter the project's folder ($HPC_TOOLKIT_DIR/..), or come back to the folder this ran from: run it from a folder you can enter"
+  # The project's physical path: cd -P's $PWD and back (no subshell, a fork of this large
+  # shell), when this folder can be found again by its path; else from a subshell (a
+  # folder removed or closed since the shell entered it stays this one's).
+  if [[ -n $source_dir ]]; then
+    :
+  elif [[ $PWD == /* && -d $PWD && -x $PWD ]] && cd -P -- "$HPC_TOOLKIT_DIR/.." 2>/dev/null; then
+    source_dir=$PWD
+    cd -- "$OLDPWD" || die "cannot come back to $OLDPWD after finding the project's folder: run this from a folder you can enter"
+  else
+    source_dir=$(cd -- "$HPC_TOOLKIT_DIR/.." && pwd -P) || die "cannot enter the project's folder ($HPC_TOOLKIT_DIR/..): check its permissions"
   fi
   # The submission's id is EXP-STAMP: a random part keeps it unique across clusters that
   # share $SCRATCH and machines whose pids and clocks meet.

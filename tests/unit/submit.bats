@@ -252,3 +252,21 @@ loaded_after() {
   [ "$status" -ne 0 ]
   [[ $stderr == *"internal error: "*"/rerun.sh does not define hpc_no_such"* ]]
 }
+
+# The project's folder is found by cd -P and back, not a subshell (job_submitter.sh main).
+@test "the project's folder: its physical path from a linked path, relative paths from where it ran, and a removed working folder still submits" {
+  ln -s "$PROJECT" "$BATS_TEST_TMPDIR/link"
+  mkdir -p "$BATS_TEST_TMPDIR/elsewhere"
+  printf 'echo from-elsewhere\n' >"$BATS_TEST_TMPDIR/elsewhere/c.txt"
+  run --separate-stderr bash -c 'cd "$1" && bash "$2/hpc_files/job_submitter.sh" --dry-run --configs c.txt' _ \
+    "$BATS_TEST_TMPDIR/elsewhere" "$BATS_TEST_TMPDIR/link"
+  [ "$status" -eq 0 ] || { echo "$stderr"; return 1; }
+  [[ $output == *"export HPC_SOURCE_DIR='$(cd "$PROJECT" && pwd -P)'"* ]]
+  [[ $output == *$'\necho from-elsewhere\n'* || $output == *$'\necho from-elsewhere' ]]
+  # A working folder removed since the shell entered it: the default configs file still.
+  mkdir "$BATS_TEST_TMPDIR/gone"
+  run --separate-stderr bash -c 'cd "$1" && rmdir "$1" && bash "$2/hpc_files/job_submitter.sh" -e g' _ \
+    "$BATS_TEST_TMPDIR/gone" "$BATS_TEST_TMPDIR/link"
+  [ "$status" -eq 0 ] || { echo "$stderr"; return 1; }
+  [ "$(sbatch_calls)" -eq 1 ]
+}

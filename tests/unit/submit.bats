@@ -254,6 +254,7 @@ loaded_after() {
 }
 
 # The project's folder is found by cd -P and back, not a subshell (job_submitter.sh main).
+# shellcheck disable=SC2016 # the bash -c scripts expand in that bash
 @test "the project's folder: its physical path from a linked path, relative paths from where it ran, and a removed working folder still submits" {
   ln -s "$PROJECT" "$BATS_TEST_TMPDIR/link"
   mkdir -p "$BATS_TEST_TMPDIR/elsewhere"

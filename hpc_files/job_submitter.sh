@@ -178,9 +178,9 @@ main() {
   # folder removed or closed since the shell entered it stays this one's).
   if [[ -n $source_dir ]]; then
     :
-  elif [[ $PWD == /* && -d $PWD && -x $PWD ]] && cd -P -- "$HPC_TOOLKIT_DIR/.." 2>/dev/null; then
+  elif [[ $PWD == /* && -d $PWD && -x $PWD ]] && builtin cd -P -- "$HPC_TOOLKIT_DIR/.." 2>/dev/null; then
     source_dir=$PWD
-    cd -- "$OLDPWD" || die "cannot come back to $OLDPWD after finding the project's folder: run this from a folder you can enter"
+    builtin cd -- "$OLDPWD" || die "cannot come back to $OLDPWD after finding the project's folder: run this from a folder you can enter"
   else
     source_dir=$(cd -- "$HPC_TOOLKIT_DIR/.." && pwd -P) || die "cannot enter the project's folder ($HPC_TOOLKIT_DIR/..): check its permissions"
   fi

@@ -264,6 +264,11 @@ loaded_after() {
   [ "$status" -eq 0 ] || { echo "$stderr"; return 1; }
   [[ $output == *"export HPC_SOURCE_DIR='$(cd "$PROJECT" && pwd -P)'"* ]]
   [[ $output == *$'\necho from-elsewhere\n'* || $output == *$'\necho from-elsewhere' ]]
+  # A cd of the user's (an exported function that prints) is not the one used.
+  run --separate-stderr bash -c 'cd() { builtin cd "$@" && echo CD-NOISE; }; export -f cd; builtin cd "$1" && bash "$2/hpc_files/job_submitter.sh" --dry-run --configs c.txt' _ \
+    "$BATS_TEST_TMPDIR/elsewhere" "$BATS_TEST_TMPDIR/link"
+  [ "$status" -eq 0 ] || { echo "$stderr"; return 1; }
+  [[ $output == *"export HPC_SOURCE_DIR='$(cd "$PROJECT" && pwd -P)'"* && $output != *CD-NOISE* ]]
   # A working folder removed since the shell entered it: the default configs file still.
   mkdir "$BATS_TEST_TMPDIR/gone"
   run --separate-stderr bash -c 'cd "$1" && rmdir "$1" && bash "$2/hpc_files/job_submitter.sh" -e g' _ \

@@ -42,15 +42,10 @@ hpc_forget_enclosing_job() {
 }
 
 # hpc_lines_to ARRAY TEXT: TEXT's non-empty lines into ARRAY, with no process and no pipe
-# (mapfile <<< TEXT reads a short text back from a pipe a byte at a time): word splitting
-# on newlines, with globbing off inside this function only (local -). Empty lines vanish.
+# (mapfile <<< TEXT reads a short text back from a pipe a byte at a time): hpc_split_to
+# at newlines, which takes runs of them as one, so empty lines vanish.
 hpc_lines_to() {
-  local -n _lt=$1
-  local -
-  set -f
-  local IFS=$'\n'
-  # shellcheck disable=SC2206 # split on newlines on purpose, globs off
-  _lt=($2)
+  hpc_split_to "$1" $'\n' "$2"
 }
 
 # hpc_split_to ARRAY SEP LINE: LINE's fields at each SEP (one character) into ARRAY, as

@@ -511,61 +511,62 @@ results_lost_job() {
   [[ $output != *"removed the job's folder on 2 node(s)"* ]]
 }
 
-@test "a keeper that no signal reaches (CI on 26.05 under load) ends on its stop file: its folder is removed, its exit is clean" {
-  local scratch=$BATS_TEST_TMPDIR/scratch stop=$BATS_TEST_TMPDIR/home/keepers.stop.4242.0
-  mkdir -p "$scratch" "$BATS_TEST_TMPDIR/home"
+# start_keeper STOP [SIGNALS]: a keeper of job 4242 on nodeB (not the batch node), its
+# folder under $BATS_TEST_TMPDIR/scratch, told to stop by the file STOP; SIGNALS (e.g.
+# "INT TERM"): ignored from its start. Waits for its first line (keeper.out); its pid in
+# KEEPER.
+start_keeper() {
+  local scratch=$BATS_TEST_TMPDIR/scratch i
+  mkdir -p "$scratch" "${1%/*}"
   chmod 700 "$scratch"
-  # A keeper on nodeB (not the batch node) that ignores SIGINT and SIGTERM from the start.
-  ( trap '' INT TERM
+  # shellcheck disable=SC2086 # SIGNALS: one word each
+  ( [[ -z ${2:-} ]] || trap '' $2
     exec env SLURMD_NODENAME=nodeB SLURM_JOB_ID=4242 HPC_TMPDIR_PATTERN="$scratch/hpc_job_4242_%n" \
-      bash "$REPO_ROOT/virtual_env_hpc_files/node_tmpdir.sh" keep nodeA 1 "$stop" >"$BATS_TEST_TMPDIR/keeper.out" 2>&1 ) &
-  local keeper=$! i
+      bash "$REPO_ROOT/virtual_env_hpc_files/node_tmpdir.sh" keep nodeA 1 "$1" >"$BATS_TEST_TMPDIR/keeper.out" 2>&1 ) &
+  KEEPER=$!
   for ((i = 0; i < 100; i++)); do
     [[ ! -s $BATS_TEST_TMPDIR/keeper.out ]] || break
     sleep 0.1
   done
+}
+
+# keeper_ended: the keeper ended within 6 s (else it is killed and this fails), cleanly,
+# and removed its folder.
+keeper_ended() {
+  local i
+  for ((i = 0; i < 60; i++)); do
+    kill -0 "$KEEPER" 2>/dev/null || break
+    sleep 0.1
+  done
+  ! kill -0 "$KEEPER" 2>/dev/null || { kill -KILL "$KEEPER"; false; }
+  wait "$KEEPER"
+  [ ! -e "$BATS_TEST_TMPDIR/scratch/hpc_job_4242_nodeB" ]
+}
+
+@test "a keeper that no signal reaches (CI on 26.05 under load) ends on its stop file: its folder is removed, its exit is clean" {
+  local scratch=$BATS_TEST_TMPDIR/scratch stop=$BATS_TEST_TMPDIR/home/keepers.stop.4242.0
+  start_keeper "$stop" "INT TERM"
   cat "$BATS_TEST_TMPDIR/keeper.out"
   [ "$(cat "$BATS_TEST_TMPDIR/keeper.out")" = "ready nodeB ? $scratch/hpc_job_4242_nodeB" ]
   [ -d "$scratch/hpc_job_4242_nodeB" ]
-  kill -INT "$keeper"; kill -TERM "$keeper"
+  kill -INT "$KEEPER"; kill -TERM "$KEEPER"
   sleep 3
-  kill -0 "$keeper" # no signal ended it
+  kill -0 "$KEEPER" # no signal ended it
   : >"$stop"
-  for ((i = 0; i < 60; i++)); do
-    kill -0 "$keeper" 2>/dev/null || break
-    sleep 0.1
-  done
-  ! kill -0 "$keeper" 2>/dev/null || { kill -KILL "$keeper"; false; }
-  wait "$keeper"
-  [ ! -e "$scratch/hpc_job_4242_nodeB" ]
+  keeper_ended
 }
 
 @test "a stop file another user made (a group-writable project) does not end a keeper: only the job's own does" {
-  local scratch=$BATS_TEST_TMPDIR/scratch home=$BATS_TEST_TMPDIR/home
-  local stop=$home/keepers.stop.4242.0
-  mkdir -p "$scratch" "$home"
-  chmod 700 "$scratch"
-  ( exec env SLURMD_NODENAME=nodeB SLURM_JOB_ID=4242 HPC_TMPDIR_PATTERN="$scratch/hpc_job_4242_%n" \
-      bash "$REPO_ROOT/virtual_env_hpc_files/node_tmpdir.sh" keep nodeA 1 "$stop" >"$BATS_TEST_TMPDIR/keeper.out" 2>&1 ) &
-  local keeper=$! i
-  for ((i = 0; i < 100; i++)); do
-    [[ ! -s $BATS_TEST_TMPDIR/keeper.out ]] || break
-    sleep 0.1
-  done
+  local scratch=$BATS_TEST_TMPDIR/scratch stop=$BATS_TEST_TMPDIR/home/keepers.stop.4242.0
+  start_keeper "$stop"
   [[ $(cat "$BATS_TEST_TMPDIR/keeper.out") == "ready nodeB "* ]]
   : >"$stop"
   chown nobody "$stop"
   sleep 5
-  kill -0 "$keeper" # another user's file ended nothing
+  kill -0 "$KEEPER" # another user's file ended nothing
   [ -d "$scratch/hpc_job_4242_nodeB" ]
   rm -f "$stop" && : >"$stop" # the job's own
-  for ((i = 0; i < 60; i++)); do
-    kill -0 "$keeper" 2>/dev/null || break
-    sleep 0.1
-  done
-  ! kill -0 "$keeper" 2>/dev/null || { kill -KILL "$keeper"; false; }
-  wait "$keeper"
-  [ ! -e "$scratch/hpc_job_4242_nodeB" ]
+  keeper_ended
 }
 
 @test "the batch shell names the keepers' stop file (the job's home, per job and attempt), clears an old one before they start, writes it when they are to stop" {

@@ -95,13 +95,17 @@ _hpc_own_tmpdirs() {
 # the first keeper's answer that line (README: The job's environment). The user's command
 # keeps it (Lmod's module function reaches non-interactive shells through it).
 # Their stop file (HPC_KEEPER_STOP, in the job's home: one per job and attempt; none for a
-# job of an older version, which has no home) is cleared before they start.
+# job of an older version, which has no home) is cleared before they start, with those that
+# earlier attempts of the job left.
 _hpc_start_keepers() {
   local nodes=$1 i line node dir
   HPC_KEEPER_STOP=""
   if hpc_job_path_to HPC_KEEPER_STOP keepers_stop; then
-    HPC_KEEPER_STOP+=${SLURM_JOB_ID:?}.${SLURM_RESTART_COUNT:-0}
-    rm -f -- "$HPC_KEEPER_STOP"
+    HPC_KEEPER_STOP+=${SLURM_JOB_ID:?}.
+    # This attempt's, and those of earlier attempts whose batch shell was killed before its
+    # exit hook removed them (another job's stay).
+    rm -f -- "$HPC_KEEPER_STOP"*
+    HPC_KEEPER_STOP+=${SLURM_RESTART_COUNT:-0}
   fi
   exec {HPC_KEEPER_FD}< <(exec srun --overlap --job-name=hpc-tmpdir --nodes="$nodes" \
     --ntasks="$nodes" --ntasks-per-node=1 --cpus-per-task=1 \

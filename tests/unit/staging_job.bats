@@ -91,7 +91,8 @@ job() {
   [ "$status" -eq 0 ]
   [[ $stderr == *"$OWN is taken (it is a symbolic link; not this job's, left alone): the job uses $OWN."* ]]
   [[ $output == *"reached $OWN."* ]]
-  [ -L "$OWN" ] && [ -d "$BATS_TEST_TMPDIR/elsewhere" ]
+  [ -L "$OWN" ]
+  [ -d "$BATS_TEST_TMPDIR/elsewhere" ]
   [ -z "$(ls -A "$BATS_TEST_TMPDIR/elsewhere")" ]
 }
 
@@ -149,7 +150,8 @@ job() {
     [[ $stderr == *"is not a number"* ]]
     [ ! -e "$PWNED" ]
     HPC_DATA_ARCHIVE=$BATS_TEST_TMPDIR/a.tar.zst HPC_DATA_ENTRIES=$value job 'echo started'
-    [ "$status" -ne 0 ] && [[ $output != *started* ]]
+    [ "$status" -ne 0 ]
+    [[ $output != *started* ]]
     [ ! -e "$PWNED" ]
     # The per-node extraction checks its argument too (it runs as its own srun task).
     run bash "$REPO_ROOT/virtual_env_hpc_files/node_tmpdir.sh" extract "$BATS_TEST_TMPDIR/a.tar.zst" "$value"
@@ -261,10 +263,15 @@ job() {
     chown -R nobody theirs planted.txt'
   echo "$output"; echo "$stderr"
   [ "$status" -eq 0 ]
-  [ -f "$DEST/best.txt" ] && [ ! -L "$DEST/best.txt" ] && [ "$(cat "$DEST/best.txt")" = best ]
-  [ -d "$DEST/ckpt" ] && [ ! -L "$DEST/ckpt" ] && [ "$(cat "$DEST/ckpt/w.bin")" = weights ]
+  [ -f "$DEST/best.txt" ]
+  [ ! -L "$DEST/best.txt" ]
+  [ "$(cat "$DEST/best.txt")" = best ]
+  [ -d "$DEST/ckpt" ]
+  [ ! -L "$DEST/ckpt" ]
+  [ "$(cat "$DEST/ckpt/w.bin")" = weights ]
   [ "$(readlink "$DEST/latest.txt")" = own.txt ]
-  [ -f "$DEST/abs.txt" ] && [ ! -L "$DEST/abs.txt" ] # an absolute path on the node would dangle
+  [ -f "$DEST/abs.txt" ]
+  [ ! -L "$DEST/abs.txt" ] # an absolute path on the node would dangle
   [ "$(readlink "$DEST/host")" = /etc/hostname ]
   [[ $output == *"results: host is a link to /etc/hostname, outside the job's node-local folders: copied as a link"* ]]
   [[ $output != *"latest.txt is a link"* ]]
@@ -273,7 +280,8 @@ job() {
   (($(stat -c '0%a' "$DEST/open") & 8#022)) && false
   (($(stat -c '0%a' "$DEST/open/f") & 8#022)) && false
   [ "$(cat "$DEST/open/f")" = o ]
-  [ ! -e "$DEST/theirs" ] && [ ! -e "$DEST/planted.txt" ]
+  [ ! -e "$DEST/theirs" ]
+  [ ! -e "$DEST/planted.txt" ]
   [[ $output == *"results: not copied: theirs (it belongs to nobody, not to you)"* ]]
   [[ $output == *"results: not copied: planted.txt (it belongs to nobody, not to you)"* ]]
   [ -z "$(find "$DEST" ! -user "$(id -un)")" ]
@@ -339,21 +347,25 @@ no_rsync_path() {
   [[ $stderr == *"results: copying $OWN/results to $DEST failed"* ]]
   [[ $stderr == *"results: attempt 1's results are kept in $kept/attempt_1: the next attempt copies them to $DEST"* ]]
   [[ $stderr != *"the job fails with exit code 74"* ]] # it is requeued
-  [ "$(cat "$kept/attempt_1/one.txt")" = one ] && [ "$(cat "$kept/attempt_1/sub/s.txt")" = s ]
+  [ "$(cat "$kept/attempt_1/one.txt")" = one ]
+  [ "$(cat "$kept/attempt_1/sub/s.txt")" = s ]
   [ "$(stat -c %a "$kept/attempt_1/one.txt")" = 600 ]
   # Attempt 2: the results folder still cannot be written: the job fails (74) and says where.
   SLURM_RESTART_COUNT=1 job 'echo two >"$HPC_RESULTS_DIR/two.txt"; exit 0'
   echo "$output"; echo "$stderr"
   [ "$status" -eq 74 ]
   [[ $stderr == *"results of attempt(s) 1 2 did not come back to $DEST: they are in $kept"*"the job fails with exit code 74"* ]]
-  [ "$(cat "$kept/attempt_2/two.txt")" = two ] && [ -e "$kept/attempt_1/one.txt" ]
+  [ "$(cat "$kept/attempt_2/two.txt")" = two ]
+  [ -e "$kept/attempt_1/one.txt" ]
   # The folder is fixed, and the run is rerun (a new job): both attempts' results come back.
   rm -f "$DEST"
   SLURM_JOB_ID=4243 job 'echo three >"$HPC_RESULTS_DIR/three.txt"; echo new >"$HPC_RESULTS_DIR/one.txt"; exit 0'
   echo "$output"; echo "$stderr"
   [ "$status" -eq 0 ]
   [[ $output == *"results: attempt 1's results kept in $kept/attempt_1 are back in $DEST"* ]]
-  [ "$(cat "$DEST/one.txt")" = new ] && [ "$(cat "$DEST/two.txt")" = two ] && [ "$(cat "$DEST/three.txt")" = three ]
+  [ "$(cat "$DEST/one.txt")" = new ]
+  [ "$(cat "$DEST/two.txt")" = two ]
+  [ "$(cat "$DEST/three.txt")" = three ]
   [ "$(cat "$DEST/sub/s.txt")" = s ]
   [ ! -e "$kept" ]
 }
@@ -569,7 +581,7 @@ keeper_ended() {
   keeper_ended
 }
 
-@test "the batch shell names the keepers' stop file (the job's home, per job and attempt), clears an old one before they start, writes it when they are to stop" {
+@test "the batch shell names the keepers' stop file (the job's home, per job and attempt), clears an old one (and those earlier attempts killed before their end left) before they start, writes it when they are to stop" {
   local bin=$BATS_TEST_TMPDIR/stub home=$BATS_TEST_TMPDIR/home
   mkdir -p "$bin" "$home"
   printf '#!/bin/bash\nexit 0\n' >"$bin/scancel"
@@ -584,6 +596,10 @@ while [[ ! -e \$stop ]] && ((i++ < 300)); do sleep 0.1; done
 EOF
   chmod +x "$bin/scancel" "$bin/srun"
   : >"$home/keepers.stop.4242.3" # left by an earlier attempt of this job
+  # ... and by attempts whose batch shell was killed before its exit hook; another job's stays
+  : >"$home/keepers.stop.4242.1"
+  : >"$home/keepers.stop.4242.2"
+  : >"$home/keepers.stop.42421.0"
   PATH=$bin:$PATH run_job_side true 'HPC_HOME='"$home"' SLURM_RESTART_COUNT=3 SLURMD_NODENAME=nodeA HPC_TMPDIR_PATTERN=/x/hpc_job_4242_%n
     _hpc_start_keepers 2 && [[ ! -e $HPC_HOME/keepers.stop.4242.3 ]] && echo cleared
     _hpc_stop_keepers; echo "rc=$?"'
@@ -591,4 +607,7 @@ EOF
   [[ $output == *cleared*"rc=0"* ]]
   [ "$(tail -n 1 "$BATS_TEST_TMPDIR/srun.argv")" = "$home/keepers.stop.4242.3" ]
   [ ! -e "$home/keepers.stop.4242.3" ] # removed once they ended
+  [ ! -e "$home/keepers.stop.4242.1" ]
+  [ ! -e "$home/keepers.stop.4242.2" ]
+  [ -e "$home/keepers.stop.42421.0" ]
 }

@@ -120,7 +120,8 @@ wait_for_line() {
   [ "$(field "$rec" device_count)" = 1 ]
   [ "$(field "$rec" symmetric)" = True ]
   cvd=$(field "$rec" cuda_visible_devices)
-  [[ $cvd =~ ^[0-9]+$ ]] && ((cvd < NGPU))
+  [[ $cvd =~ ^[0-9]+$ ]]
+  ((cvd < NGPU))
   # The very GPU that CUDA_VISIBLE_DEVICES named, as nvidia-smi knows it.
   [ "$(field "$rec" uuid)" = "$(gpu_uuid "$cvd")" ]
   [ "$(field "$rec" name)" = "$(gpu_name "$cvd")" ]

@@ -112,7 +112,8 @@ print(f"{100 * s / (int(el) * int(n)):.0f}%")')
   local ids venv_job
   mapfile -t ids < <(sed -n 's/^Submitted batch job \([0-9]*\) .*/\1/p' <<<"$output")
   venv_job=$(sed -n 's/^Submitted venv job \([0-9]*\).*/\1/p' <<<"$output")
-  [ "${#ids[@]}" -eq 2 ] && [ -n "$venv_job" ]
+  [ "${#ids[@]}" -eq 2 ]
+  [ -n "$venv_job" ]
   run --separate-stderr hpc cancel long </dev/null
   [ "$status" -eq 2 ]
   [[ $stderr == *"not on a terminal: pass --yes"* ]]

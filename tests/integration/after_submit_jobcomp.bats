@@ -45,11 +45,14 @@ setup() {
   [[ ${lines[1]} == *"COMPLETED 2, FAILED 1" ]]
   local -a f
   mapfile -t f < <(awk '$1 == 1' <<<"$output" | sed 's/   */\n/g') # ATTEMPTS holds single spaces
-  [ "${f[1]}" = "${ids[0]}_1" ] && [ "${f[2]}" = FAILED ] && [ "${f[3]}" = 4:0 ]
+  [ "${f[1]}" = "${ids[0]}_1" ]
+  [ "${f[2]}" = FAILED ]
+  [ "${f[3]}" = 4:0 ]
   [[ ${f[4]} =~ ^[0-9:]+$ && ${f[5]} == node[1-4] ]]
   [ "${f[7]}" = "$SCRATCH/proj/hpc_outputs/jc-${ids[0]}_1.out" ]
   read -r -a f <<<"$(awk '$1 == 2' <<<"$output")"
-  [ "${f[1]}" = "${ids[1]}_0" ] && [ "${f[2]}" = COMPLETED ]
+  [ "${f[1]}" = "${ids[1]}_0" ]
+  [ "${f[2]}" = COMPLETED ]
   run --separate-stderr hpc logs jc --failed
   [[ $output == *"==> task 1 (${ids[0]}_1) FAILED exit 4:0"* && $output == *broken* ]]
   run --separate-stderr hpc status jc --efficiency

@@ -143,7 +143,8 @@ begins_in() {
   cleanup_now
   [ -d "$LAB/node2/hpc_job_$job" ]
   [ ! -e "$LAB/node2/hpc_job_3999999992" ]
-  [ -d "$LAB/node3/hpc_job_${tasks[0]}" ] && [ -d "$LAB/node3/hpc_job_${tasks[1]}" ]
+  [ -d "$LAB/node3/hpc_job_${tasks[0]}" ]
+  [ -d "$LAB/node3/hpc_job_${tasks[1]}" ]
   [ -d "$LAB/node3/hpc_job_$array" ]
   grep -qxF "  kept $LAB/node2/hpc_job_$job: job $job is still in the queue" "$LOG"
   grep -qxF "  kept $LAB/node3/hpc_job_${tasks[0]}: job ${tasks[0]} is still in the queue" "$LOG"
@@ -181,7 +182,8 @@ begins_in() {
   before=$(find "$LAB/node4" "$outside" -printf '%p %U %s\n' | sort)
 
   cleanup_now
-  [ ! -L "$LAB/node1/hpc_job_3999999901" ] && [ ! -e "$LAB/node1/hpc_job_3999999902" ]
+  [ ! -L "$LAB/node1/hpc_job_3999999901" ]
+  [ ! -e "$LAB/node1/hpc_job_3999999902" ]
   [ "$(cat "$outside/dir/file")" = precious ]
   [ "$(find "$LAB/node4" "$outside" -printf '%p %U %s\n' | sort)" = "$before" ]
   [ "$(stat -c %U "$LAB/node4/hpc_job_3999999903/ckpt/data")" = nobody ]

@@ -181,7 +181,8 @@ EOF
     [ -e "$SCRATCH/proj/sig/checkpoints/ready" ] && [ -e "$SCRATCH/proj/sigb/checkpoints/ready" ] && break
     sleep 0.1
   done
-  [ -e "$SCRATCH/proj/sig/checkpoints/ready" ] && [ -e "$SCRATCH/proj/sigb/checkpoints/ready" ]
+  [ -e "$SCRATCH/proj/sig/checkpoints/ready" ]
+  [ -e "$SCRATCH/proj/sigb/checkpoints/ready" ]
   scancel --batch --signal=USR1 "$steps"
   scancel --batch --signal=USR1 "$batch"
   wait_job "$steps" 60

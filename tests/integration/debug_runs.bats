@@ -95,7 +95,8 @@ for t in s:
     assert running <= 2, ("more than 2 lines at once", t, s, e)
 PY
   # The two lines that ran together had distinct shares of this machine's CPUs and the GPUs.
-  [ -n "${cpus[0]}" ] && [ "${cpus[0]}" != "${cpus[1]}" ]
+  [ -n "${cpus[0]}" ]
+  [ "${cpus[0]}" != "${cpus[1]}" ]
   [ "${gpus[0]}" != "${gpus[1]}" ]
   [[ ${gpus[0]} =~ ^[01]$ && ${gpus[1]} =~ ^[01]$ ]]
 }

@@ -67,10 +67,12 @@ wait_for_line() {
     [ "$(cat "$SCRATCH/proj/pk/results/task_$i/made_by")" = "$i" ]
   done
   # The two lines of a job never share a GPU; with 2 or more cores here, nor a CPU.
-  [ "${gpus[0]}" != "${gpus[1]}" ] && [ "${gpus[2]}" != "${gpus[3]}" ]
+  [ "${gpus[0]}" != "${gpus[1]}" ]
+  [ "${gpus[2]}" != "${gpus[3]}" ]
   [[ " 0,1 2,3 " == *" ${gpus[0]} "* && " 0,1 2,3 " == *" ${gpus[1]} "* ]]
   if (($(nproc) >= 2)); then
-    [ "${cpus[0]}" != "${cpus[1]}" ] && [ "${cpus[2]}" != "${cpus[3]}" ]
+    [ "${cpus[0]}" != "${cpus[1]}" ]
+    [ "${cpus[2]}" != "${cpus[3]}" ]
     [[ ${cpus[0]} =~ ^[0-9]+$ && ${cpus[1]} =~ ^[0-9]+$ ]]
   fi
   # The outcome of every line, for --rerun: line 1 failed with 3, the others done.

@@ -193,7 +193,8 @@ for r in rows:
   fi
   local step
   step=$(sed -n 's/^\[hpc\] warned: saving checkpoint-\([0-9]*\) in .*/\1/p' "$LOG")
-  [ -n "$step" ] && ((step >= 5 && step < 120))
+  [ -n "$step" ]
+  ((step >= 5 && step < 120))
   [ "$(grep -c 'warning passed on as SIGUSR1 to [0-9]* (python' "$LOG")" -eq 2 ]
   grep -q "HPC_RESUMING=1" "$LOG"
   grep -q "hf: world_size=2 global_step=120 resumed_from=checkpoint-$step$" "$LOG"

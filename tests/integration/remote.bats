@@ -156,9 +156,13 @@ accepted() { grep -c 'Accepted publickey' "$SSHD_DIR/sshd.log" || true; }
   [[ $output == *"log:    $SSHD_DIR/scratch/$REMOTE_PROJECT/hpc_outputs/first-$id.out"* ]]
   [[ $stderr == *"copying the project's code to login:~/$REMOTE_PROJECT"* ]]
   # What went: tracked, untracked-not-ignored, the toolkit; what did not: the venv, the data.
-  [ -f "$remote/run.sh" ] && [ -f "$remote/untracked.py" ] && [ -f "$remote/hpc_files/job_submitter.sh" ]
+  [ -f "$remote/run.sh" ]
+  [ -f "$remote/untracked.py" ]
+  [ -f "$remote/hpc_files/job_submitter.sh" ]
   [ -f "$remote/python/hpc_toolkit/cli.py" ]
-  [ ! -e "$remote/.venv" ] && [ ! -e "$remote/data" ] && [ ! -e "$remote/.git" ]
+  [ ! -e "$remote/.venv" ]
+  [ ! -e "$remote/data" ]
+  [ ! -e "$remote/.git" ]
   wait_job "$id"
   [ "$(job_state "$id")" = COMPLETED ]
   # The copy is no repository: the job's code record is the laptop's commit and diff.
@@ -186,7 +190,9 @@ accepted() { grep -c 'Accepted publickey' "$SSHD_DIR/sshd.log" || true; }
   # --snapshot: the laptop's files as sent, in a folder of their own
   grep -q "code: git commit $commit, run from $out/snapshots/" "$out/second-$id.out"
   [ "$(cat "$SSHD_DIR/scratch/$REMOTE_PROJECT/second/checkpoints/v.txt")" = "version 2" ]
-  [ ! -e "$remote/untracked.py" ] && [ -f "$remote/made_there.txt" ] && [ -f "$remote/run.sh" ]
+  [ ! -e "$remote/untracked.py" ]
+  [ -f "$remote/made_there.txt" ]
+  [ -f "$remote/run.sh" ]
   # one login for both submissions: the connection was reused
   [ "$(($(accepted) - before))" -eq 1 ]
 }

@@ -108,7 +108,8 @@ row() {
     grep -q "resuming: $ck/task_$i holds this run's checkpoints (newest: ckpt.json)" "$log"
     grep -q "attempt 2 mode [a-z]* starts at step [1-9][0-9]* (HPC_RESUMING=1)" "$log"
     read -r steps att from <"$ck/task_$i/done_${i}_0"
-    [ "$steps $att" = "60 2" ] && ((from > 0))
+    [ "$steps $att" = "60 2" ]
+    ((from > 0))
   done
   # n3, n7: warned with no progress: no loop.
   row n3 "${n}_3" 'FAILED|124:0'
@@ -118,7 +119,8 @@ row() {
   # n5: no handler, periodic checkpoints: stopped at the end of the window, resumed.
   row n5 "${n}_5" $'REQUEUED|0:0\nCOMPLETED|0:0'
   read -r steps att from <"$ck/task_5/done_5_0"
-  [ "$steps $att" = "150 2" ] && ((from > 0))
+  [ "$steps $att" = "150 2" ]
+  ((from > 0))
   # n6: starts over instead of resuming: seen on attempt 2, not requeued again.
   row n6 "${n}_6" $'REQUEUED|0:0\nFAILED|124:0'
   log=$(job_log "$n" tn 6)
@@ -145,7 +147,8 @@ row() {
   grep -q "resuming: $SCRATCH/proj/tl/checkpoints/task_1 holds this run's checkpoints" "$log"
   grep -q "\[hpc\] Lightning: resuming from $SCRATCH/proj/tl/checkpoints/task_1/hpc_ckpt_1.ckpt" "$log"
   read -r steps att from <"$SCRATCH/proj/tl/checkpoints/task_1/done_1_0"
-  [ "$steps $att" = "150 2" ] && ((from > 0))
+  [ "$steps $att" = "150 2" ]
+  ((from > 0))
   # packed: line 0 finished in the window, line 1 paused; the rerun ran only line 1.
   row p "$p" $'REQUEUED|0:0\nCOMPLETED|0:0'
   log=$(job_log "$p" tp 0)

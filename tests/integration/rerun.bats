@@ -66,7 +66,9 @@ setup() {
   [ "$(wc -l <"$LEDGER")" -eq $((before + 1)) ]
   local -a f
   mapfile -t f < <(tail -1 "$LEDGER" | tr '\t' '\n') # (read -a would merge empty fields)
-  [ "${f[1]}" = "$JOB_ID" ] && [ "${f[3]}" = 2 ] && [ "${f[9]}" = "$(head -1 "$LEDGER" | cut -f6)" ]
+  [ "${f[1]}" = "$JOB_ID" ]
+  [ "${f[3]}" = 2 ]
+  [ "${f[9]}" = "$(head -1 "$LEDGER" | cut -f6)" ]
   run diff "$(head -1 "$LEDGER" | cut -f5)" "${f[4]}"
   [ "$(grep -c '^[<>] ' <<<"$output")" -eq 4 ]
   [[ $output == *'< #SBATCH --array="0-5"'* && $output == *'> #SBATCH --array="1,3"'* ]]

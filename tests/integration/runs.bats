@@ -51,7 +51,8 @@ setup() {
   grep -q "init_from=resume" "$log"
   grep -q "resuming: $ck holds this run's checkpoints (newest: ckpt.json)" "$log"
   read -r steps att from <"$ck/done_0_0"
-  [ "$steps" = 60 ] && ((from > 0))
+  [ "$steps" = 60 ]
+  ((from > 0))
 
   # --resume: another submission continues them on purpose, and says whose they were.
   submit --exp-name r1 --venv none --time 10 --resume

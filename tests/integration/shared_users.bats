@@ -160,7 +160,9 @@ EOF2
   cat "$(job_log "$JOB_ID" whole)"
   [ "$(job_state "$JOB_ID")" = COMPLETED ]
   local dest=$SCRATCH/proj/whole/results
-  [ -f "$dest/best.ckpt" ] && [ ! -L "$dest/best.ckpt" ] && [ "$(cat "$dest/best.ckpt")" = best ]
+  [ -f "$dest/best.ckpt" ]
+  [ ! -L "$dest/best.ckpt" ]
+  [ "$(cat "$dest/best.ckpt")" = best ]
   [ "$(stat -c %s "$dest/sparse.bin")" -eq $((2 * 1024 * 1024 * 1024)) ]
   [ "$(du -k "$dest/sparse.bin" | cut -f1)" -lt 1024 ]
   (($(stat -c '0%a' "$dest/open") & 8#022)) && false

@@ -54,9 +54,12 @@ for point, tries in sorted(attempts(Ledger(folder).events()).items()):
   local i point run_id state metric config sweep loss
   for i in 0 1 2 3 4 5; do
     read -r point run_id state metric config sweep loss <<<"${lines[i]}"
-    [ "$point" = "$i" ] && [ "$state" = finished ] && [ "$sweep" = "$id" ]
+    [ "$point" = "$i" ]
+    [ "$state" = finished ]
+    [ "$sweep" = "$id" ]
     [ "$config" = "${expected[i]}" ]
-    [ "$metric" = "$loss" ] && [ "$metric" != None ]
+    [ "$metric" = "$loss" ]
+    [ "$metric" != None ]
     grep -q "point $i of 6, run $run_id" "$(job_log "$JOB_ID" grid "$i")"
   done
   [ "$(cut -d' ' -f2 <<<"$output" | sort -u | wc -l)" -eq 6 ]

@@ -123,8 +123,10 @@ PROBE='python -c "import os, sys, smallpkg; print(\"PREFIX\", os.environ.get(\"S
     wait_job "$i"
     [ "$(job_state "$i")" = COMPLETED ]
   done
-  [ ! -e "$stale" ] && [ ! -e "$stale.jobs" ]
-  [ -f "$live/bin/python" ] && [ -f "$live/.hpc_venv_ready" ]
+  [ ! -e "$stale" ]
+  [ ! -e "$stale.jobs" ]
+  [ -f "$live/bin/python" ]
+  [ -f "$live/.hpc_venv_ready" ]
   local log=$SCRATCH/hpc_outputs/cleanup/tmpdir.log
   grep -q "removed $stale (" "$log"
   grep -q "kept $live: job $JOB_ID, which uses it, is still in the queue" "$log"

@@ -251,7 +251,9 @@ EOF
   local a2 a3
   a2=$(sed -n "s/^export HPC_DATA_ARCHIVE='\(.*\)'$/\1/p" <(script_of 2))
   a3=$(sed -n "s/^export HPC_DATA_ARCHIVE='\(.*\)'$/\1/p" <(script_of 3))
-  [ -f "$a2" ] && [ -f "$a3" ] && [ "$a2" != "$a3" ]
+  [ -f "$a2" ]
+  [ -f "$a3" ]
+  [ "$a2" != "$a3" ]
   tar -tf "$a2" | grep -q 'ds/a$'
   tar -tf "$a3" | grep -q 'ds2/b$'
   [ "$(cat "${a2%%.tar*}.jobs")" = 4243 ]

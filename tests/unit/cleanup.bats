@@ -354,7 +354,8 @@ leftover() {
   bytes=$(($(du -sxB1 "$LAB/node1/hpc_job_11" | cut -f1) + $(du -sxB1 "$LAB/node1/hpc_job_12" | cut -f1)))
   QUEUE=$'500 x\n13 train' run --separate-stderr worker "$LAB/%n"
   [ "$status" -eq 0 ]
-  [ ! -e "$LAB/node1/hpc_job_11" ] && [ ! -e "$LAB/node1/hpc_job_12" ]
+  [ ! -e "$LAB/node1/hpc_job_11" ]
+  [ ! -e "$LAB/node1/hpc_job_12" ]
   [ -f "$LAB/node1/hpc_job_13/sub/data" ]
   [[ ${lines[0]} == "== "*" node1 (job 500, user root): $LAB/node1" ]]
   [[ $output == *"  removed $LAB/node1/hpc_job_11 ("*" bytes)"* ]]
@@ -383,7 +384,8 @@ leftover() {
   ln -s "$OUTSIDE/file" "$LAB/node1/hpc_job_22/sub/to_file"
   run --separate-stderr worker "$LAB/%n"
   [ "$status" -eq 0 ]
-  [ ! -L "$LAB/node1/hpc_job_21" ] && [ ! -e "$LAB/node1/hpc_job_22" ]
+  [ ! -L "$LAB/node1/hpc_job_21" ]
+  [ ! -e "$LAB/node1/hpc_job_22" ]
   [ "$(cat "$OUTSIDE/dir/file")" = precious ]
   [ "$(cat "$OUTSIDE/file")" = precious ]
   [[ $output == *"removed $LAB/node1/hpc_job_21 (0 bytes)"* ]]
@@ -496,9 +498,12 @@ venv_copy() {
   mkdir -p "$LAB/venvs/not-a-copy"
   QUEUE=$'500 x\n34 train' run --separate-stderr worker --venvs "$LAB/venvs" "$LAB/%n"
   [ "$status" -eq 0 ]
-  [ ! -e "$LAB/venvs/$old" ] && [ ! -e "$LAB/venvs/$old.jobs" ] && [ ! -e "$LAB/venvs/$old.tmp.999" ]
+  [ ! -e "$LAB/venvs/$old" ]
+  [ ! -e "$LAB/venvs/$old.jobs" ]
+  [ ! -e "$LAB/venvs/$old.tmp.999" ]
   [ -f "$LAB/venvs/$old.lock" ]
-  [ -f "$LAB/venvs/$used/bin/python" ] && [ -f "$LAB/venvs/$used.jobs/34" ]
+  [ -f "$LAB/venvs/$used/bin/python" ]
+  [ -f "$LAB/venvs/$used.jobs/34" ]
   [ -d "$LAB/venvs/not-a-copy" ]
   [[ $output == *"  removed $LAB/venvs/$old ("*" bytes)"* ]]
   [[ $output == *"  kept $LAB/venvs/$used: job 34, which uses it, is still in the queue"* ]]

@@ -73,23 +73,27 @@ asks() {
 @test "kept answers are asked again when slurm.conf or Slurm's commands changed since, when they are older than HPC_CLUSTER_CACHE_TTL, on another login node, or when the file is not whole or not a file" {
   local n
   run --separate-stderr submitter -e a
-  [ "$status" -eq 0 ] && [ "$(asks)" -eq 3 ]
+  [ "$status" -eq 0 ]
+  [ "$(asks)" -eq 3 ]
   # fresh: used
   run --separate-stderr submitter -e a2
   [ "$(asks)" -eq 3 ]
   # slurm.conf edited since
   touch "$SLURM_CONF"
   run --separate-stderr submitter -e b
-  [ "$status" -eq 0 ] && [ "$(asks)" -eq 6 ]
+  [ "$status" -eq 0 ]
+  [ "$(asks)" -eq 6 ]
   # sbatch replaced since (an upgrade)
   touch -d '1 minute ago' "$KEPT"
   touch "$STUBS/sbatch"
   run --separate-stderr submitter -e c
-  [ "$status" -eq 0 ] && [ "$(asks)" -eq 9 ]
+  [ "$status" -eq 0 ]
+  [ "$(asks)" -eq 9 ]
   # older than the time they are good for
   sed -i "s/^time\t.*/time\t$(($(date +%s) - 301))/" "$KEPT"
   run --separate-stderr submitter -e d
-  [ "$status" -eq 0 ] && [ "$(asks)" -eq 12 ]
+  [ "$status" -eq 0 ]
+  [ "$(asks)" -eq 12 ]
   # a TTL of the user's own: answers 30 s old are good for 60 s, 90 s old are not (the
   # time is set here, with a margin: a submission can take seconds on a busy machine)
   sed -i "s/^time\t.*/time\t$(($(date +%s) - 30))/" "$KEPT"
@@ -100,7 +104,8 @@ asks() {
   [ "$(asks)" -eq 15 ]
   # another login node (another file)
   HOSTNAME=login2 run --separate-stderr submitter -e e
-  [ "$status" -eq 0 ] && [ "$(asks)" -eq 18 ]
+  [ "$status" -eq 0 ]
+  [ "$(asks)" -eq 18 ]
   [ -f "$HOME/.cache/hpc_files/slurm-answers.login2" ]
   # not whole: cut short, a part missing, a link to good answers
   for damage in 'truncate -s 200' 'sed -i /partitions$/d' link; do
@@ -112,7 +117,8 @@ asks() {
     fi
     run --separate-stderr submitter -e "f$n"
     echo "$damage: $stderr"
-    [ "$status" -eq 0 ] && [ "$(asks)" -eq $((n + 3)) ]
+    [ "$status" -eq 0 ]
+    [ "$(asks)" -eq $((n + 3)) ]
     rm -f "$KEPT"
     run --separate-stderr submitter -e "g$n" # keeps them again
   done
@@ -121,13 +127,15 @@ asks() {
   n=$(asks)
   HPC_CLUSTER_CACHE_TTL=0 run --separate-stderr submitter -e h
   HPC_CLUSTER_CACHE_TTL=0 run --separate-stderr submitter -e h2
-  [ "$status" -eq 0 ] && [ "$(asks)" -eq $((n + 6)) ]
+  [ "$status" -eq 0 ]
+  [ "$(asks)" -eq $((n + 6)) ]
   [ ! -e "$KEPT" ]
 }
 
 @test "kept answers never refuse a submission: a MaxTime or MaxJobCount raised since is asked of Slurm again and honoured, and kept" {
   run --separate-stderr submitter -e first -p gpu --time 4:00:00
-  [ "$status" -eq 0 ] && [ "$(asks)" -eq 3 ]
+  [ "$status" -eq 0 ]
+  [ "$(asks)" -eq 3 ]
   # An admin raises the partition's MaxTime: the kept 5:00:00 would refuse 8 hours.
   echo 10:00:00 >"$ANSWERS/maxtime"
   run --separate-stderr submitter -e second -p gpu --time 8:00:00
@@ -139,7 +147,8 @@ asks() {
   grep -qx "export HPC_SLURM_VERSION='22.05.8'" "$SBATCH_STUB_LOG.script.2"
   grep -q 'MaxTime=10:00:00' "$KEPT" # Slurm's new answers are the ones kept
   run --separate-stderr submitter -e third -p gpu --time 8:00:00
-  [ "$status" -eq 0 ] && [ "$(asks)" -eq 5 ]
+  [ "$status" -eq 0 ]
+  [ "$(asks)" -eq 5 ]
   # Still too long by Slurm's answer of now: refused, naming the limit.
   run --separate-stderr submitter -e fourth -p gpu --time 12:00:00
   [ "$status" -eq 2 ]

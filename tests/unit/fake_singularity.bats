@@ -31,7 +31,8 @@ ctr() {
 }
 
 @test "the root is read-only outside the binds, and holds only the image's folders" {
-  [ -d /srv ] && [ -d /boot ] # on the host
+  [ -d /srv ]
+  [ -d /boot ] # on the host
   run ctr "$T/img.sif" bash -c 'touch /usr/x || touch /newfile || echo refused; ls -d /srv /boot /usr'
   [[ $output == *refused* ]]
   [[ $output == *"/srv"*"No such file"* && $output == *"/boot"*"No such file"* ]]

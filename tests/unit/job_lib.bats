@@ -190,7 +190,9 @@ LOG_RE='^\[hpc [0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2} '
   [ -z "$output" ]
   [[ $stderr == *"ERROR: module load python/3.11 cuda/12 'x;y' failed (module names differ between clusters: fix HPC_MODULES in the profile)" ]]
   # No module command on this machine (no lmod init script either): say what to set.
-  [ ! -e /etc/profile.d/lmod.sh ] && [ ! -e /etc/profile.d/modules.sh ] && [ ! -e /usr/share/lmod/lmod/init/bash ]
+  [ ! -e /etc/profile.d/lmod.sh ]
+  [ ! -e /etc/profile.d/modules.sh ]
+  [ ! -e /usr/share/lmod/lmod/init/bash ]
   run --separate-stderr env PATH=/usr/bin:/bin bash -c 'source "$1"; hpc_load_modules; echo after' _ "$LIB"
   [ "$status" -eq 1 ]
   [[ $stderr == *"this node has no 'module' command: set HPC_MODULES=\"\" in the profile" ]]

@@ -36,14 +36,17 @@ job() {
 @test "a key file others can read, a missing one or an empty one stops the job at its start" {
   chmod 640 "$KEY"
   HPC_WANDB_KEY_FILE=$KEY job 'echo ran'
-  [ "$status" -ne 0 ] && [[ $output != *ran* ]]
+  [ "$status" -ne 0 ]
+  [[ $output != *ran* ]]
   [[ $stderr == *"W&B API key file $KEY can be read by others (mode 640): chmod 600"* ]]
   HPC_WANDB_KEY_FILE=$KEY.gone job 'echo ran'
-  [ "$status" -ne 0 ] && [[ $output != *ran* ]]
+  [ "$status" -ne 0 ]
+  [[ $output != *ran* ]]
   [[ $stderr == *"W&B API key file $KEY.gone is missing or unreadable on this node"* ]]
   : >"$KEY" && chmod 600 "$KEY"
   HPC_WANDB_KEY_FILE=$KEY job 'echo ran'
-  [ "$status" -ne 0 ] && [[ $output != *ran* ]]
+  [ "$status" -ne 0 ]
+  [[ $output != *ran* ]]
   [[ $stderr == *"W&B API key file $KEY is empty"* ]]
 }
 

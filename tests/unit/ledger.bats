@@ -19,10 +19,13 @@ setup() {
   local -a f
   mapfile -t f < <(tr '\t' '\n' <"$LEDGER")
   [ "${#f[@]}" -eq 12 ] || { printf '%s\n' "${f[@]}"; false; }
-  [ "${f[1]}" = 4242 ] && [ "${f[2]}" = one ] && [ "${f[3]}" = 5 ]
+  [ "${f[1]}" = 4242 ]
+  [ "${f[2]}" = one ]
+  [ "${f[3]}" = 5 ]
   [[ ${f[5]} == one-[0-9]*-[0-9]*-[0-9]* ]]
   [ "${f[4]}" = "$SCRATCH/proj/hpc_outputs/jobs/${f[5]}/job.sbatch" ]
-  [ "${f[6]}" = job ] && [ "${f[7]}" = 0 ]
+  [ "${f[6]}" = job ]
+  [ "${f[7]}" = 0 ]
   [ "${f[8]}" = "$SCRATCH/proj/hpc_outputs/one-%A_%a.out" ]
   [ -z "${f[9]}" ] && [ "${f[11]}" = "${USER:-}" ]
 }

@@ -122,7 +122,8 @@ preflight() {
 
 @test "one node's preflight: each check fails with its reason; a ready node passes" {
   preflight HPC_PREFLIGHT='test "$SLURMD_NODENAME" != nodeB'
-  [ "$status" -eq 0 ] && [ -e "$BATS_TEST_TMPDIR/pf/nodeA.ok" ]
+  [ "$status" -eq 0 ]
+  [ -e "$BATS_TEST_TMPDIR/pf/nodeA.ok" ]
   [[ $output == *"preflight ok on nodeA: local scratch writable, --preflight"* ]]
   preflight HPC_PREFLIGHT='echo checking; test "$SLURMD_NODENAME" != nodeA'
   [ "$status" -eq 1 ]
@@ -131,7 +132,8 @@ preflight() {
   # A HPC_LOCAL_SCRATCH missing (the profile's to fix, said by the job's set-up): no
   # node's fault; one that exists and cannot be written is (/proc: not even for root).
   preflight HPC_LOCAL_SCRATCH=/nonexistent/%n
-  [ "$status" -eq 0 ] && [ -e "$BATS_TEST_TMPDIR/pf/nodeA.ok" ]
+  [ "$status" -eq 0 ]
+  [ -e "$BATS_TEST_TMPDIR/pf/nodeA.ok" ]
   preflight HPC_LOCAL_SCRATCH=/proc
   [ "$status" -eq 1 ]
   [ "$(cat "$BATS_TEST_TMPDIR/pf/nodeA.fail")" = "scratch local scratch /proc cannot be written" ]

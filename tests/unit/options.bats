@@ -198,10 +198,14 @@ spec_agrees_with() {
   read -ra words <<<'--gpus 2 -t 30 --data a b --sbatch-option --qos=high -n'
   hpc_options_parse "${words[@]}"
   hpc_options_parse --exp-name=x --data c
-  [ "$OPT_GPUS" = 2 ] && [ "$OPT_TIME" = 30 ] && [ "$OPT_EXP_NAME" = x ] && [ "$OPT_DRY_RUN" = 1 ]
+  [ "$OPT_GPUS" = 2 ]
+  [ "$OPT_TIME" = 30 ]
+  [ "$OPT_EXP_NAME" = x ]
+  [ "$OPT_DRY_RUN" = 1 ]
   [ "${OPT_DATA[*]}" = "a b c" ]
   [ "${OPT_SBATCH_OPTIONS[*]}" = "--qos=high" ]
-  [ "$OPT_YES" = 0 ] && [ -z "$OPT_CPUS" ]
+  [ "$OPT_YES" = 0 ]
+  [ -z "$OPT_CPUS" ]
   run --separate-stderr hpc_options_parse --gpus
   [ "$status" -eq 2 ]
   [[ $stderr == *"option --gpus needs a value"* ]]
@@ -214,7 +218,8 @@ spec_agrees_with() {
   [ "${#_HPC_OPT_KIND[@]}" -gt 50 ]
   # The cleanup's table (plai_cleanups/submit_cleanup.sh, sourced without running).
   run bash -c 'source "$1/plai_cleanups/submit_cleanup.sh"; hpc_options_check cleanup_options && echo checked' _ "$REPO_ROOT"
-  [ "$status" -eq 0 ] && [ "${lines[-1]}" = checked ]
+  [ "$status" -eq 0 ]
+  [ "${lines[-1]}" = checked ]
   bad_spec() { hpc_option - --frob maybe X OPT_FROB '' 'frobnicate'; }
   run --separate-stderr hpc_options_check bad_spec
   [ "$status" -ne 0 ]
@@ -227,7 +232,8 @@ spec_agrees_with() {
     eval "bad_spec() { $bad; }"
     run --separate-stderr hpc_options_check bad_spec
     echo "$bad: $stderr"
-    [ "$status" -ne 0 ] && [[ $stderr == *"option spec: "* ]]
+    [ "$status" -ne 0 ]
+    [[ $stderr == *"option spec: "* ]]
   done
 }
 

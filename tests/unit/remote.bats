@@ -75,9 +75,12 @@ EOF
   chmod +x "$BATS_TEST_TMPDIR/show/bash"
   run env PATH="$BATS_TEST_TMPDIR/show:/usr/bin:/bin" sh -c "$(cat "$STUB_LOG.command")"
   [ "${lines[0]}" = "~""/proj" ]
-  [ "${lines[1]}" = --remote ] && [ "${lines[2]}" = none ]
-  [ "${lines[3]}" = --exp-name ] && [ "${lines[4]}" = e ]
-  [ "${lines[5]}" = --sbatch-option ] && [ "${lines[6]}" = "--comment=$hostile" ]
+  [ "${lines[1]}" = --remote ]
+  [ "${lines[2]}" = none ]
+  [ "${lines[3]}" = --exp-name ]
+  [ "${lines[4]}" = e ]
+  [ "${lines[5]}" = --sbatch-option ]
+  [ "${lines[6]}" = "--comment=$hostile" ]
   [ "${#lines[@]}" -eq 7 ]
   grep -qx 'ControlMaster=auto' "$STUB_LOG"
   if ((${#HOME} <= 45)); then # (a longer one is too long for a socket: $TMPDIR/hpc-ssh-UID)

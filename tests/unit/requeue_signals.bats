@@ -62,13 +62,17 @@ wait_file() {
   local p3=$!
   wait_file "$d/ready1" && wait_file "$d/ready2" && wait_file "$d/ready3"
   run bash "$RT/proc_tree.sh" warn "$p1"
-  [ "$status" -eq 0 ] && [[ $output == "SIGUSR1 to $p1 (bash)" ]]
+  [ "$status" -eq 0 ]
+  [[ $output == "SIGUSR1 to $p1 (bash)" ]]
   run bash "$RT/proc_tree.sh" warn "$p2"
-  [ "$status" -eq 0 ] && [[ $output == "SIGTERM to $p2 (bash)" ]]
+  [ "$status" -eq 0 ]
+  [[ $output == "SIGTERM to $p2 (bash)" ]]
   run bash "$RT/proc_tree.sh" warn "$p3"
-  [ "$status" -eq 1 ] && [ -z "$output" ]
+  [ "$status" -eq 1 ]
+  [ -z "$output" ]
   wait "$p1" && wait "$p2"
-  [ "$(cat "$d/got1")" = usr1 ] && [ "$(cat "$d/got2")" = term ]
+  [ "$(cat "$d/got1")" = usr1 ]
+  [ "$(cat "$d/got2")" = term ]
   kill -0 "$p3" # untouched
   wait "$p3"
 }

@@ -103,7 +103,10 @@ print(read_script(Path(sys.argv[1])).indices)' "$copy")" = "[1, 3]" ]
   mapfile -t f < <(tail -1 "$LEDGER" | tr '\t' '\n')
   [ "${#f[@]}" -eq 12 ] || { printf '%s\n' "${f[@]}"; false; }
   [ "${f[11]}" = "${USER:-}" ]
-  [ "${f[3]}" = 2 ] && [ "${f[4]}" = "$copy" ] && [ "${f[6]}" = job ] && [ "${f[7]}" = 0 ]
+  [ "${f[3]}" = 2 ]
+  [ "${f[4]}" = "$copy" ]
+  [ "${f[6]}" = job ]
+  [ "${f[7]}" = 0 ]
   [ "${f[9]}" = "$(head -1 "$LEDGER" | cut -f6)" ]
   [ "${f[8]}" = "$(head -1 "$LEDGER" | cut -f9)" ]
 }
@@ -198,7 +201,9 @@ print(read_script(Path(sys.argv[1])).indices)' "$copy")" = "[1, 3]" ]
 script${T}$jobs/ex-1.sbatch${T}1,3${T}2${T}0${T}/s/ex-%A_%a.out${T}-
 task${T}1${T}42_1${T}FAILED${T}1:0${T}-${T}-"
   _rerun_read_plan "$good"
-  [ "${#RERUN_SCRIPTS[@]}" -eq 1 ] && [ "${#RERUN_TASKS[@]}" -eq 1 ] && [ "$RERUN_OF" = ex-1 ]
+  [ "${#RERUN_SCRIPTS[@]}" -eq 1 ]
+  [ "${#RERUN_TASKS[@]}" -eq 1 ]
+  [ "$RERUN_OF" = ex-1 ]
   hostile_state_values
   local v line col plan
   for v in "${HOSTILE_STATE[@]}" "/etc/x.sbatch" "$jobs/../x.sbatch" "$jobs/a/b.sbatch"; do

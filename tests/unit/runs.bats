@@ -150,9 +150,11 @@ squeue_stub() {
   [[ $stderr == *"an earlier run's results in $res would be kept as $SCRATCH/proj/e/old_results/results.jobunknown-"*" (not moved: --dry-run; --resume keeps them in place)"* ]]
   [ -f "$res/task_1/b.txt" ]
   run --separate-stderr submitter --exp-name e --resume
-  [ "$status" -eq 0 ] && [[ $stderr != *"earlier run"* ]]
+  [ "$status" -eq 0 ]
+  [[ $stderr != *"earlier run"* ]]
   run --separate-stderr submitter --exp-name e --results-dir none
-  [ "$status" -eq 0 ] && [[ $stderr != *"earlier run"* ]]
+  [ "$status" -eq 0 ]
+  [[ $stderr != *"earlier run"* ]]
   [ -f "$res/task_1/b.txt" ]
   run --separate-stderr submitter --exp-name e # the ledger's latest job of e: 4243
   [ "$status" -eq 0 ]
@@ -170,12 +172,14 @@ squeue_stub() {
   echo k >"$kept/attempt_1/k.txt"
   echo r >"$SCRATCH/proj/e/results/r.txt"
   run --separate-stderr submitter --exp-name e --resume
-  [ "$status" -eq 0 ] && [ -f "$kept/attempt_1/k.txt" ] # --resume continues the run: they stay
+  [ "$status" -eq 0 ]
+  [ -f "$kept/attempt_1/k.txt" ] # --resume continues the run: they stay
   run --separate-stderr submitter --exp-name e
   [ "$status" -eq 0 ]
   old=$(echo "$SCRATCH"/proj/e/old_results/results.job*)
   [[ $stderr == *"results an earlier run of 'e' could not copy back are kept as $old/.hpc_results_kept"* ]]
-  [ "$(cat "$old/.hpc_results_kept/attempt_1/k.txt")" = k ] && [ ! -e "$kept" ]
+  [ "$(cat "$old/.hpc_results_kept/attempt_1/k.txt")" = k ]
+  [ ! -e "$kept" ]
   # Kept results with no results copied back: aside all the same.
   mkdir -p "$kept/attempt_2" && echo k2 >"$kept/attempt_2/k.txt"
   run --separate-stderr submitter --exp-name e

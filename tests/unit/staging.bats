@@ -228,7 +228,8 @@ refused() {
   wait "$pa" || sa=$?
   wait "$pb" || sb=$?
   cat "$BATS_TEST_TMPDIR"/a.out "$BATS_TEST_TMPDIR"/b.out
-  [ "$sa" -eq 0 ] && [ "$sb" -eq 0 ]
+  [ "$sa" -eq 0 ]
+  [ "$sb" -eq 0 ]
   [ "$(cat "$BATS_TEST_TMPDIR"/{a,b}.out | grep -c 'data: building')" -eq 1 ]
   [ "$(cat "$BATS_TEST_TMPDIR"/{a,b}.out | grep -c 'another submission is building this archive; waiting')" -eq 1 ]
   [ "$(cat "$BATS_TEST_TMPDIR"/{a,b}.out | grep -c 'reused')" -eq 1 ]
@@ -427,14 +428,19 @@ EOF2
   printf '2' >"$DATA/datasets/imgs/a/5.bin"
   staged --data datasets --exp-name s3 # job 4244, archive C
   c=$(archive)
-  [ -f "$a" ] && [ -f "$b" ] && [ -f "$legacy" ]
+  [ -f "$a" ]
+  [ -f "$b" ]
+  [ -f "$legacy" ]
   rm "$BATS_TEST_TMPDIR/squeue_down"
   # A submission of unchanged data (reuse) prunes too.
   staged --data datasets --exp-name s4
   [[ $stderr == *reused* ]]
   [[ $stderr == *"data: pruned 1 archive(s)"* ]]
-  [ ! -e "$a" ] && [ ! -e "${a%.tar*}.state" ] && [ ! -e "${a%.tar*}.jobs" ]
-  [ -f "$b" ] && [ -f "$c" ]
+  [ ! -e "$a" ]
+  [ ! -e "${a%.tar*}.state" ]
+  [ ! -e "${a%.tar*}.jobs" ]
+  [ -f "$b" ]
+  [ -f "$c" ]
   [ -f "$legacy" ] # the user still has a job queued: it might be that archive's
   [ ! -e "$PWNED" ]
   # squeue was asked only for job ids, or for the user's jobs.
@@ -444,7 +450,8 @@ EOF2
   touch "$b"
   HPC_STAGING_KEEP_MIN=30 staged --data datasets --exp-name s5
   [ -f "$b" ]
-  [ ! -e "$legacy" ] && [ ! -e "$DATA/.hpc_staging/0123456789abcdef.state" ]
+  [ ! -e "$legacy" ]
+  [ ! -e "$DATA/.hpc_staging/0123456789abcdef.state" ]
   staged --data datasets --exp-name s6
   [ ! -e "$b" ] && [ -f "$c" ]
 }

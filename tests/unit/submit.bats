@@ -177,7 +177,8 @@ setup() {
   local secret=plain_job_secret_0123456789abcdef key=$HOME/.config/hpc_files/wandb_api_key
   WANDB_API_KEY=$secret run --separate-stderr submitter -e keyed
   [ "$status" -eq 0 ]
-  [ "$(cat "$key")" = "$secret" ] && [ "$(stat -c %a "$key")" = 600 ]
+  [ "$(cat "$key")" = "$secret" ]
+  [ "$(stat -c %a "$key")" = 600 ]
   [[ $stderr == *"saved WANDB_API_KEY to $key (mode 600)"* ]]
   grep -qx "export HPC_WANDB_KEY_FILE='$key'" "$SBATCH_STUB_LOG.script.1"
   [ -s "$BATS_TEST_TMPDIR/sbatch.env" ]
@@ -232,7 +233,8 @@ loaded_after() {
   [ "$status" -eq 0 ]
   [[ $output == *"hpc_autoload_now rerun hpc_rerun"* ]]
   run loaded_after --exp-name plain
-  [ "${lines[0]}" = "loaded: " ] && [ "${lines[1]}" = "exit 0" ]
+  [ "${lines[0]}" = "loaded: " ]
+  [ "${lines[1]}" = "exit 0" ]
   [ "$(sbatch_calls)" -eq 1 ]
   run loaded_after --exp-name plain2 --dry-run
   [ "${lines[0]}" = "loaded: " ]

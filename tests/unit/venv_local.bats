@@ -48,7 +48,9 @@ exported() {
   [[ $stderr == *"changed or was never packed"* ]]
   local a2
   a2=$(exported HPC_VENV_LOCAL_ARCHIVE)
-  [ "$a2" != "$a1" ] && [ -f "$a2" ] && [ -f "$a1" ] # the old one stays for queued jobs
+  [ "$a2" != "$a1" ]
+  [ -f "$a2" ]
+  [ -f "$a1" ] # the old one stays for queued jobs
   # A new package folder at the top is a change; a file deep inside one is not looked at.
   mkdir -p "$SITE/deep/sub"
   run --separate-stderr submitter -C "$PROFILE" --venv-to-local

@@ -173,6 +173,12 @@ main() {
   # Until the first file is written, every refusal is of the user's input: exit 2.
   HPC_DIE_STATUS=2
   source_dir=${HPC_PROJECT_DIR:-}
+  [[ $HPC_CONFIRM_ABOVE =~ ^[0-9]{1,9}$ ]] ||
+    die "HPC_CONFIRM_ABOVE='$HPC_CONFIRM_ABOVE' is not a whole number: set it to the array size above which to ask (default 100), or unset it"
+  if [[ -n $source_dir ]]; then
+    [[ $source_dir == /* && -f $source_dir/virtual_env_hpc_files/job_runtime.sh ]] ||
+      die "HPC_PROJECT_DIR='$source_dir' is not a project folder with the toolkit in it (an absolute path holding virtual_env_hpc_files/job_runtime.sh): set it to your project's folder, or unset it (the default is the folder that holds hpc_files/)"
+  fi
   # The project's physical path: cd -P's $PWD and back (no subshell, a fork of this large
   # shell), when this folder can be found again by its path; else from a subshell (a
   # folder removed or closed since the shell entered it stays this one's).

@@ -173,7 +173,15 @@ _configs_check_syntax() {
   fi
   # One printf for all commands (the format is reused per argument; the guard has no %).
   printf -v text "_hpc_line() {\n%s\n$HPC_CONFIGS_GUARD\n}\n" "${J_COMMANDS[@]}"
-  err=$(bash -n 2>&1 <<<"$text") && [[ $err != *here-document* ]] && return 0
+  if err=$(bash -n 2>&1 <<<"$text") && [[ $err != *here-document* ]]; then
+    # A here-document that a later command's line closes (<<EOF ... EOF) parses whole:
+    # the commands with a '<<' (not '<<<') are checked alone.
+    [[ $text == *'<<'* ]] || return 0
+    for ((k = 0; k < n; k++)); do
+      [[ ${J_COMMANDS[k]//<<</} != *'<<'* ]] || _configs_check_one "$file" "$k"
+    done
+    return 0
+  fi
   # Four lines per command: bash's first "line N" points at the command it choked on.
   if [[ $err =~ line\ ([0-9]+): ]]; then
     k=$(((BASH_REMATCH[1] - 1) / 4))
@@ -187,9 +195,14 @@ _configs_check_syntax() {
 }
 
 # _configs_check_one FILE K: die naming command K's line unless it parses alone.
+# A here-document (<<EOF) parses with a warning alone: its text would be the next lines,
+# each run as a command of its own (an array task each).
 _configs_check_one() {
   local err
-  err=$(bash -n 2>&1 <<<"${J_COMMANDS[$2]}") && return 0
+  if err=$(bash -n 2>&1 <<<"${J_COMMANDS[$2]}"); then
+    [[ $err == *here-document* ]] || return 0
+    die "configs file '$1', line ${J_COMMAND_LINES[$2]}: the command opens a here-document (<<WORD), whose text would be the lines below it, each run as a command of its own: a line is one whole command. Put the text in a file (python script.py, or bash script.sh) and run that, or use a here-string (<<<'text')"
+  fi
   err=${err%%$'\n'*}
   err=${err#bash: }
   err=${err#line [0-9]*: }

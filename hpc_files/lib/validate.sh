@@ -46,6 +46,9 @@ hpc_validate_names() {
   done
   [[ -z $OPT_EXP_NAME ]] || is_exp_name "$OPT_EXP_NAME" ||
     die "--exp-name '$OPT_EXP_NAME' must be 1-100 letters, digits, '.', '_', '+' or '-', not starting with '.', '+' or '-' (it names folders)"
+  # hpc status/logs/why/cancel take a job number (123, 123_4) where they take a name.
+  [[ ! $OPT_EXP_NAME =~ ^[0-9]+(_[0-9]+)?$ ]] ||
+    die "--exp-name '$OPT_EXP_NAME' reads as a job number (hpc status, logs and cancel take both): add a letter, for example --exp-name run$OPT_EXP_NAME"
 }
 
 # sbatch options the toolkit writes itself, each with the toolkit option that sets it.

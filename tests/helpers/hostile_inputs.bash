@@ -129,6 +129,16 @@ HOSTILE_INPUTS=(
   $'line 2 (#hpc: -s img.sif): --singularity-container: image\tprintf \'echo a\\n#hpc: -s img.sif\\necho b\\n\' >c.txt\t--configs c.txt'
   $'line 2 (#hpc: --cpus 3): --cpus 3 cannot be shared evenly\tprintf \'echo a\\n#hpc: --cpus 3\\necho b\\n\' >c.txt\t--configs c.txt -d lightning --gpus 2'
   $'line 2 (#hpc: --time 1): --signal-grace 120 s is not shorter than --time 1\tprintf \'echo a\\n#hpc: --time 1\\necho b\\n\' >c.txt\t--configs c.txt --signal-grace 120'
+  # Second review of the submission side (stop 43): a here-document, environment values
+  # taken raw, names that read as job numbers
+  $'line 2: the command opens a here-document\tprintf \'echo a\\npython - <<\\x27EOF\\x27\\nprint(1)\\nEOF\\n\' >c.txt\t--configs c.txt'
+  $'line 1: the command opens a here-document\tprintf \'cat <<EOF\\nhello\\nEOF\\n\' >c.txt\t--configs c.txt'
+  $'HPC_CONFIRM_ABOVE=\'abc\' is not a whole number\texport HPC_CONFIRM_ABOVE=abc\t-e x'
+  $'HPC_CONFIRM_ABOVE=\'x[$(id)]\' is not a whole number\texport HPC_CONFIRM_ABOVE=\'x[$(id)]\'\t-e x'
+  $'HPC_PROJECT_DIR=\'/nonexistent\' is not a project folder\texport HPC_PROJECT_DIR=/nonexistent\t-e x'
+  $'HPC_PROJECT_DIR=\'relative\' is not a project folder\texport HPC_PROJECT_DIR=relative\t-e x'
+  $'--exp-name \'4\' reads as a job number\t-\t--exp-name 4'
+  $'--exp-name \'13_5\' reads as a job number\t-\t--exp-name 13_5'
   # Item 15: an unknown option gets a suggestion
   $'did you mean --exp-name?\t-\t--exp_name x'
   $'did you mean --gpus?\t-\t--gpu 1'

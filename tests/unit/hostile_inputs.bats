@@ -72,7 +72,7 @@ refused_hard() {
   printf '%s\r\n' 'python examples/train.py --x "a b" # it'\''s' \
     'for i in 1 2; do echo "$i"; done' '{ echo a; }' 'echo "a\"b" '\''c'\''' \
     'echo $(date) `date` $((1 + 2))' 'python examples/train.py \' '  --lr 0.1' \
-    'cat <<END' 'echo "x" > out.txt 2>&1 | tee -a log' >"$PROJECT/ok.txt"
+    'echo "x" > out.txt 2>&1 | tee -a log' 'cat <<<"here-string" | tr a-z A-Z' >"$PROJECT/ok.txt"
   run --separate-stderr submitter --dry-run --configs ok.txt
   [ "$status" -eq 0 ] || { echo "$stderr"; return 1; }
   [[ $output == *"# ---- commands (8), one per array task"* ]]

@@ -85,6 +85,64 @@ hpc_sbatch_queued_to() {
   [[ -n $_q ]]
 }
 
+# sbatch's input variables (man sbatch, INPUT ENVIRONMENT VARIABLES) that set an option a
+# batch script's #SBATCH line can set, each with that option: "VARIABLE option ...". A
+# variable wins over the script's line, so SBATCH_TIMELIMIT or SBATCH_JOB_NAME in a
+# researcher's environment silently replaced the plan's --time or name (the job then
+# unknown to hpc status), SBATCH_ARRAY_INX its array. The memory ones conflict with any of
+# the memory options.
+HPC_SBATCH_ENV_OPTIONS=(
+  "SBATCH_ACCOUNT account" "SBATCH_ARRAY_INX array" "SBATCH_CPUS_PER_GPU mem mem-per-gpu cpus-per-task"
+  "SBATCH_ERROR error" "SBATCH_EXPORT export" "SBATCH_GPUS gpus gres" "SBATCH_GPUS_PER_NODE gpus-per-node gres"
+  "SBATCH_GPUS_PER_TASK gpus-per-task gres" "SBATCH_GRES gres" "SBATCH_JOB_NAME job-name"
+  "SBATCH_MEM_PER_CPU mem mem-per-gpu" "SBATCH_MEM_PER_GPU mem mem-per-gpu" "SBATCH_MEM_PER_NODE mem mem-per-gpu"
+  "SBATCH_NO_REQUEUE requeue no-requeue" "SBATCH_OPEN_MODE open-mode" "SBATCH_OUTPUT output"
+  "SBATCH_PARTITION partition" "SBATCH_REQUEUE requeue no-requeue" "SBATCH_SIGNAL signal"
+  "SBATCH_TIMELIMIT time" "SBATCH_TRES_PER_TASK cpus-per-task gpus-per-task"
+)
+
+# hpc_sbatch_env_overridden_to ARRAY TEXT: the SBATCH_* variables of this environment that
+# would override an option batch script TEXT sets in its #SBATCH lines (up to its first
+# command, as sbatch reads them): the plan's own value is meant, so they are left out of
+# sbatch's environment (hpc_sbatch) and a warning names them. The others (SBATCH_QOS,
+# SBATCH_HOLD, SBATCH_RESERVATION, ...) stay yours. No process: runs only when some
+# SBATCH_* variable is set.
+hpc_sbatch_env_overridden_to() {
+  local -n _seo=$1
+  _seo=()
+  local set=(${!SBATCH_@}) entry var opts opt line head=" "
+  ((${#set[@]})) || return 0
+  while IFS= read -r line; do
+    [[ $line == '#SBATCH --'* ]] && { opt=${line#'#SBATCH --'} && head+="${opt%%[= ]*} "; continue; }
+    [[ -z $line || $line == '#'* ]] || break
+  done <<<"$2"
+  for entry in "${HPC_SBATCH_ENV_OPTIONS[@]}"; do
+    var=${entry%% *} opts=${entry#* }
+    [[ -n ${!var+x} && " ${set[*]} " == *" $var "* ]] || continue
+    for opt in $opts; do
+      if [[ $head == *" $opt "* ]]; then
+        _seo+=("$var")
+        break
+      fi
+    done
+  done
+}
+
+# hpc_sbatch_env_warn NAMES...: say once per submission which SBATCH_* variables the plan's
+# own #SBATCH lines replace (not the account or partition the plan took from them).
+hpc_sbatch_env_warn() {
+  local name said=""
+  for name; do
+    [[ " ${HPC_SBATCH_ENV_WARNED:-} " == *" $name "* ]] && continue
+    # (the plan took your SBATCH_ACCOUNT and SBATCH_PARTITION: validate.sh)
+    [[ $name == SBATCH_ACCOUNT && ${!name} == "${J_ACCOUNT:-}" ]] && continue
+    [[ $name == SBATCH_PARTITION && ${!name} == "${J_PARTITION:-}" ]] && continue
+    HPC_SBATCH_ENV_WARNED+=" $name" said+="${said:+, }$name=${!name}"
+  done
+  [[ -z $said ]] ||
+    warn "not used for this submission: $said (your environment; sbatch would let it override the batch script's own setting of the same option, which the toolkit planned and checked). Give it as the toolkit's option instead (--time, --partition, --account, --gpus, --mem ..., or --sbatch-option for the others)"
+}
+
 # hpc_sbatch ID_VAR [--ledger KIND NUM_TASKS SCRIPT TASK_OFFSET LOG] ARG...: run
 # `sbatch --parsable ARG...` and put the job id in ID_VAR (hpc_sbatch_id_to). With --ledger,
 # the job's line joins HPC_LEDGER_PENDING (hpc_ledger_line_to's fields after the id).
@@ -106,10 +164,18 @@ hpc_sbatch() {
   fi
   hpc_sbatch_argv_to argv "$@"
   _job_id="" HPC_SBATCH_SAID=""
+  # SBATCH_* variables that would override the script's own settings stay out.
+  local overridden=() text
+  if [[ -n ${!SBATCH_@} && -f ${argv[-1]} ]]; then
+    IFS= read -r -d '' text <"${argv[-1]}" || true
+    hpc_sbatch_env_overridden_to overridden "$text"
+    hpc_sbatch_env_warn "${overridden[@]}"
+  fi
   # A job submitted from inside another (a line that submits follow-up work) is planned
   # and run as from a clean shell: nothing of the enclosing job's Slurm variables goes in.
   out=$(
     hpc_forget_enclosing_job
+    ((${#overridden[@]} == 0)) || unset -v "${overridden[@]}"
     "${argv[@]}"
   ) || rc=$?
   hpc_sbatch_id_to _job_id "$out"

@@ -131,12 +131,12 @@ hpc_print_submitted() {
   hpc_plan_log_pattern_to log
   if hpc_plan_is_plain; then
     # Only the file's name holds the pattern; the folder may hold a literal '%'.
-    name=${log##*/} name=${name//%j/${ids[0]}}
-    log=${log%/*}/${name//%A/${ids[0]}}
+    name=${log##*/} name=${name//%j/${ids[0]}} name=${name//%A/${ids[0]}}
     if ((n > 1)); then
       printf 'Submitted batch job %s (array of %d tasks, 0-%d)\n' "${ids[0]}" "$n" "$((n - 1))"
-      printf '  logs:   %s\n' "${log//%a/<task>}"
+      printf '  logs:   %s\n' "${log%/*}/${name//%a/<task>}"
     else
+      log=${log%/*}/$name
       printf 'Submitted batch job %s\n' "${ids[0]}"
       printf '  log:    %s\n' "$log"
     fi
@@ -156,8 +156,8 @@ hpc_print_submitted() {
     printf 'Submitted batch job %s (array of %d task(s): %s as array indices %s)\n' \
       "${ids[k]}" "$n" "${f[0]}" "$spec"
   done
-  log=${log//%A/<job>}
-  printf '  logs:   %s\n' "${log//%a/<index>}"
+  name=${log##*/} name=${name//%A/<job>}
+  printf '  logs:   %s\n' "${log%/*}/${name//%a/<index>}"
   if ((${#ids[@]} > 1)); then
     printf '  scripts: %s/job-part1..%d.sbatch\n' "$J_HOME" "${#ids[@]}"
   else

@@ -160,8 +160,14 @@ hpc_settle_job() {
   is_slurm_time "$J_TIME" ||
     die "--time '$J_TIME' is not a Slurm time: use MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS (for example 01:30:00 or 2-00:00:00), at least one minute"
 
-  J_ACCOUNT=${OPT_ACCOUNT:-$HPC_DEFAULT_ACCOUNT}
-  J_PARTITION=${OPT_PARTITION:-$HPC_DEFAULT_PARTITION}
+  # Your SBATCH_ACCOUNT and SBATCH_PARTITION come before the profile's defaults (as they
+  # would for sbatch): the plan checks the partition it will really use, and writes both.
+  J_ACCOUNT=${OPT_ACCOUNT:-${SBATCH_ACCOUNT:-$HPC_DEFAULT_ACCOUNT}}
+  J_PARTITION=${OPT_PARTITION:-${SBATCH_PARTITION:-$HPC_DEFAULT_PARTITION}}
+  [[ -n $OPT_ACCOUNT || -z ${SBATCH_ACCOUNT:-} ]] || is_safe_name "$SBATCH_ACCOUNT" ||
+    die "SBATCH_ACCOUNT='$SBATCH_ACCOUNT' (your environment) is not a Slurm account name (letters, digits, . _ + -): fix or unset it, or give --account NAME"
+  [[ -n $OPT_PARTITION || -z ${SBATCH_PARTITION:-} ]] || is_partition_list "$SBATCH_PARTITION" ||
+    die "SBATCH_PARTITION='$SBATCH_PARTITION' (your environment) is not a partition name or comma-separated list of them: fix or unset it, or give --partition NAME"
   J_EXP_NAME=${OPT_EXP_NAME:-default}
   J_MAX_PARALLEL=${OPT_MAX_PARALLEL:-$HPC_MAX_ARRAY_PARALLEL}
   [[ -z $J_MAX_PARALLEL ]] || is_posint "$J_MAX_PARALLEL" ||

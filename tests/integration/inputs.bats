@@ -69,3 +69,21 @@ setup() {
   grep -q "command: : xxx.* ... (129926 bytes in all: the whole command is line 1 of " "$log" || { grep -o "command: .\{0,20\}\|\.\.\. (.*" "$log"; return 1; }
   (($(wc -c <"$log") < 20000))
 }
+
+@test "SBATCH_* in the researcher's environment: the plan's name, time and array win (said); SBATCH_PARTITION is the partition planned; a '%a' in the scratch path prints as it is" {
+  export SCRATCH="$BATS_TEST_TMPDIR/scr%a"
+  mkdir -p "$SCRATCH"
+  make_project proj
+  "$TEST_VENV/bin/python3" -m venv --without-pip "$PROJECT/.venv"
+  printf 'echo one\necho two\n' >"$PROJECT/experiment_configurations.txt"
+  export SBATCH_JOB_NAME=other SBATCH_TIMELIMIT=7 SBATCH_ARRAY_INX=1 SBATCH_PARTITION=short
+  submit --exp-name envsb --time 3
+  [[ $stderr == *"not used for this submission: SBATCH_ARRAY_INX=1, SBATCH_JOB_NAME=other, SBATCH_TIMELIMIT=7 "* ]]
+  [[ $stderr != *SBATCH_PARTITION* ]] # taken into the plan
+  [[ $output == *"logs:   $SCRATCH/proj/hpc_outputs/envsb-${JOB_ID}_<task>.out"* ]]
+  unset SBATCH_JOB_NAME SBATCH_TIMELIMIT SBATCH_ARRAY_INX SBATCH_PARTITION
+  wait_job "$JOB_ID"
+  # Both tasks, under the experiment's name, with the plan's time, on SBATCH_PARTITION's partition.
+  [ "$(sacct -X -n -P -j "$JOB_ID" -o JobID,JobName,Timelimit,Partition,State | sort)" = "$(printf '%s\n' "${JOB_ID}_0|envsb|00:03:00|short|COMPLETED" "${JOB_ID}_1|envsb|00:03:00|short|COMPLETED")" ]
+  grep -qx one "$SCRATCH/proj/hpc_outputs/envsb-${JOB_ID}_0.out"
+}

@@ -180,3 +180,29 @@ SQUEUE
   [[ $stderr == *"could not tell whether sbatch queued"* ]]
   [ "$(find "$SCRATCH/proj/sweeps" -name sweep.json | wc -l)" -eq 1 ]
 }
+
+@test "SBATCH_* variables that would override the script's own #SBATCH lines are named; the others, and those for options the script leaves alone, stay" {
+  local script=$'#!/bin/bash\n#SBATCH --job-name="e"\n#SBATCH --time="5"\n#SBATCH --mem="4G"\n#SBATCH --array="0-1"\n\necho "#SBATCH --partition=late"\n#SBATCH --partition="after the first command: sbatch ignores it"\n'
+  T=$script lib 'hpc_sbatch_env_overridden_to o "$T"; echo "none: ${#o[@]}"
+    export SBATCH_JOB_NAME=x SBATCH_TIMELIMIT=9 SBATCH_MEM_PER_CPU=1G SBATCH_ARRAY_INX=3 SBATCH_QOS=high SBATCH_HOLD=1 SBATCH_PARTITION=p SBATCH_GRES=gpu:1
+    hpc_sbatch_env_overridden_to o "$T"; echo "${o[*]}"'
+  [ "$status" -eq 0 ]
+  [ "${lines[0]}" = "none: 0" ]
+  [ "${lines[1]}" = "SBATCH_ARRAY_INX SBATCH_JOB_NAME SBATCH_MEM_PER_CPU SBATCH_TIMELIMIT" ]
+}
+
+@test "a real submission leaves those SBATCH_* out of sbatch's environment, once said; dry run says the same" {
+  cat >"$BATS_TEST_TMPDIR/wrap/sbatch" <<WRAPPER
+#!/usr/bin/env bash
+[[ \${1:-} == --version ]] || env | grep "^SBATCH_" | grep -v "^SBATCH_STUB_" | sort >"$BATS_TEST_TMPDIR/sbatch.env"
+exec "$REPO_ROOT/tests/helpers/stubs/sbatch" "\$@"
+WRAPPER
+  chmod +x "$BATS_TEST_TMPDIR/wrap/sbatch"
+  SBATCH_TIMELIMIT=9 SBATCH_QOS=high run --separate-stderr submitter -e envsb
+  [ "$status" -eq 0 ]
+  [[ $stderr == *"not used for this submission: SBATCH_TIMELIMIT=9 (your environment"* ]]
+  cat "$BATS_TEST_TMPDIR/sbatch.env"
+  [ "$(cat "$BATS_TEST_TMPDIR/sbatch.env")" = SBATCH_QOS=high ]
+  SBATCH_TIMELIMIT=9 run --separate-stderr submitter -e envsb2 --dry-run
+  [[ $stderr == *"not used for this submission: SBATCH_TIMELIMIT=9 (your environment"* ]]
+}

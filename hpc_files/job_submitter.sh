@@ -185,17 +185,9 @@ main() {
     [[ $source_dir == /* && -f $source_dir/virtual_env_hpc_files/job_runtime.sh ]] ||
       die "HPC_PROJECT_DIR='$source_dir' is not a project folder with the toolkit in it (an absolute path holding virtual_env_hpc_files/job_runtime.sh): set it to your project's folder, or unset it (the default is the folder that holds hpc_files/)"
   fi
-  # The project's physical path: cd -P's $PWD and back (no subshell, a fork of this large
-  # shell), when this folder can be found again by its path; else from a subshell (a
-  # folder removed or closed since the shell entered it stays this one's).
-  if [[ -n $source_dir ]]; then
-    :
-  elif [[ $PWD == /* && -d $PWD && -x $PWD ]] && builtin cd -P -- "$HPC_TOOLKIT_DIR/.." 2>/dev/null; then
-    source_dir=$PWD
-    builtin cd -- "$OLDPWD" || die "cannot come back to $OLDPWD after finding the project's folder: run this from a folder you can enter"
-  else
-    source_dir=$(cd -- "$HPC_TOOLKIT_DIR/.." && pwd -P) || die "cannot enter the project's folder ($HPC_TOOLKIT_DIR/..): check its permissions"
-  fi
+  # The project's physical path (job_lib.sh: no subshell when it can).
+  [[ -n $source_dir ]] || hpc_physical_path_to source_dir "$HPC_TOOLKIT_DIR/.." ||
+    die "cannot enter the project's folder ($HPC_TOOLKIT_DIR/..): check its permissions"
   # The submission's id is EXP-STAMP: a random part keeps it unique across clusters that
   # share $SCRATCH and machines whose pids and clocks meet.
   printf -v stamp '%(%Y%m%d-%H%M%S)T-%s-%04x' -1 "$$" "$((${SRANDOM:-$RANDOM} % 65536))"

@@ -26,8 +26,9 @@
 #   hpc_node_path_to VAR TEMPLATE TEMPLATE for this node and user (a node whose name
 #                                 cannot name a folder: message, VAR "", return 1)
 #   hpc_slurm_tmpdir_to VAR       the node-local folder Slurm made for this job, or ""
-#   hpc_unsafe_chain_to VAR DIR   "" when no other user can swap what the job makes in DIR
-#                                 (owners and modes of DIR and the folders above), else why
+#   hpc_unsafe_chain_to VAR DIR [ADVICE]  "" when no other user can swap what the job makes
+#                                 in DIR (owners and modes of DIR and the folders above), else why
+#   hpc_physical_path_to VAR DIR  DIR with every link resolved (pwd -P), no subshell when it can
 #   hpc_node_tmpdir_to VAR        this node's $SLURM_TMPDIR: HPC_TMPDIR_MAP or HPC_TMPDIR_PATTERN for this
 #                                 node when the job makes its own, else Slurm's
 #   hpc_slurm_*                   the Slurm version, and what differs between versions
@@ -367,7 +368,7 @@ hpc_node_tmpdir_to() {
   fi
 }
 
-# hpc_unsafe_chain_to VAR DIR: "" when every folder DIR relies on is safe for the job's
+# hpc_unsafe_chain_to VAR DIR [ADVICE]: "" when every folder DIR relies on is safe for the job's
 # files: DIR and each folder above it (as written, and once links are resolved) belongs to
 # this user or root, and no other user can write to it unless it is sticky (/tmp, 1777:
 # others cannot rename or remove what is yours there). A folder writable by its group
@@ -382,20 +383,47 @@ hpc_unsafe_chain_to() {
     _unsafe="$dir is not an absolute path"
     return 0
   fi
-  _hpc_chain_walk_to _unsafe "$dir"
+  _hpc_chain_walk_to _unsafe "$dir" "${3:-}"
   [[ -z $_unsafe ]] || return 0
-  real=$(cd -P -- "$dir" 2>/dev/null && pwd -P) || {
+  hpc_physical_path_to real "$dir" || {
     _unsafe="$dir cannot be entered"
     return 0
   }
-  [[ $real == "$dir" ]] || _hpc_chain_walk_to _unsafe "$real"
+  [[ $real == "$dir" ]] || _hpc_chain_walk_to _unsafe "$real" "${3:-}"
 }
 
-# _hpc_chain_walk_to VAR DIR: hpc_unsafe_chain_to's check of DIR's path as written (a
-# link is judged by its own owner; its target by the second walk). One stat for all.
+# hpc_physical_path_to VAR DIR: DIR's path with every link resolved (pwd -P); returns 1
+# (VAR "") when DIR cannot be entered. By cd -P and back in this shell when the shell's own
+# folder can be found again by its path (no subshell: a fork of the large submitting shell
+# cost each submission about 1 ms), else in a subshell (a folder removed since the shell
+# entered it stays the shell's). PWD and OLDPWD are left as they were; a relative DIR is
+# taken from here, never from CDPATH.
+hpc_physical_path_to() {
+  local -n _pp=$1
+  local _pp_dir=$2 _pp_old=${OLDPWD-}
+  [[ $_pp_dir == /* ]] || _pp_dir=./$_pp_dir
+  _pp=""
+  if [[ $PWD == /* && -d $PWD && -x $PWD ]] && builtin cd -P -- "$_pp_dir" 2>/dev/null; then
+    _pp=$PWD
+    if builtin cd -- "$OLDPWD" 2>/dev/null; then
+      OLDPWD=$_pp_old
+      return 0
+    fi
+    builtin cd -- "$_pp" # (the way back went: stay somewhere real, as the subshell would)
+  fi
+  _pp=$(builtin cd -P -- "$_pp_dir" 2>/dev/null && pwd -P) || {
+    _pp=""
+    return 1
+  }
+}
+
+# _hpc_chain_walk_to VAR DIR [ADVICE]: hpc_unsafe_chain_to's check of DIR's path as
+# written (a link is judged by its own owner; its target by the second walk). One stat for
+# all. ADVICE ends the message (default: set HPC_LOCAL_SCRATCH, for a node's folders).
 _hpc_chain_walk_to() {
   local -n _walk=$1
   local dir=${2%/} paths=(/) p rest me my_group uid gid mode owner group type i=0
+  local advice=${3:-set HPC_LOCAL_SCRATCH in the cluster profile to a folder only you can write}
   rest=${dir#/}
   p=""
   while [[ -n $rest ]]; do
@@ -407,7 +435,7 @@ _hpc_chain_walk_to() {
   while read -r uid gid mode owner group type; do
     p=${paths[i++]}
     if [[ $uid != 0 && $uid != "$me" ]]; then
-      _walk="$p belongs to $owner, not to you or root: $owner could replace the job's folder below it with a link to files of theirs. Use a folder of your own: ask the admins for one, or set HPC_LOCAL_SCRATCH in the cluster profile to one"
+      _walk="$p belongs to $owner, not to you or root: $owner could replace the job's folder below it with a link to files of theirs. Use a folder of your own: ask the admins for one, or $advice"
       return 0
     fi
     [[ $type == directory ]] || continue
@@ -417,7 +445,7 @@ _hpc_chain_walk_to() {
     fi
     ((mode & 8#020)) && [[ -z $my_group ]] && my_group=$(id -un)
     if ((mode & 8#002)) || { ((mode & 8#020)) && [[ $group != "$my_group" ]]; }; then
-      _walk="$p can be written by other users (mode $(printf '%04o' "$mode"), not sticky): any of them could replace the job's folder in it. Make it yours only (chmod go-w '$p') or sticky (chmod +t '$p'), or set HPC_LOCAL_SCRATCH in the cluster profile to a folder only you can write"
+      _walk="$p can be written by other users (mode $(printf '%04o' "$mode"), not sticky): any of them could replace the job's folder in it. Make it yours only (chmod go-w '$p') or sticky (chmod +t '$p'), or $advice"
       return 0
     fi
   done < <(stat -c '%u %g %a %U %G %F' -- "${paths[@]}" 2>/dev/null)

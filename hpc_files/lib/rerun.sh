@@ -322,6 +322,7 @@ hpc_rerun() {
   fi
   J_EXP_NAME=$RERUN_EXP J_SUBMISSION_ID=$RERUN_EXP-$1 J_RERUN_OF=$RERUN_OF
   hpc_home_dir_to J_HOME "$J_SCRATCH_DIR" "$J_SUBMISSION_ID"
+  hpc_home_chain_check
   # Its experiment too: not beside another submission of it that is queued or running.
   ((OPT_DRY_RUN)) || hpc_runs_claim "job_submitter.sh --rerun $OPT_RERUN"
   _rerun_print_tasks

@@ -11,10 +11,24 @@
 hpc_submission_paths() {
   J_SUBMISSION_ID=$J_EXP_NAME-$1 # names the submission in the ledger (ledger.sh)
   hpc_home_dir_to J_HOME "$J_SCRATCH_DIR" "$J_SUBMISSION_ID"
+  hpc_home_chain_check
   # When, from the stamp (YYYYmmdd-HHMMSS-PID): a run's record says it (runs.sh).
   J_SUBMITTED_AT=$1
   [[ ! $1 =~ ^([0-9]{4})([0-9]{2})([0-9]{2})-([0-9]{2})([0-9]{2})([0-9]{2}) ]] ||
     J_SUBMITTED_AT=${BASH_REMATCH[1]}-${BASH_REMATCH[2]}-${BASH_REMATCH[3]}T${BASH_REMATCH[4]}:${BASH_REMATCH[5]}:${BASH_REMATCH[6]}
+}
+
+# hpc_home_chain_check: the job runs what its home holds (the commands, the script), and
+# writes under $SCRATCH/<project>: every folder down to the homes' folder that exists now
+# must be safe from other users (hpc_unsafe_chain_to: yours or root's, writable by no one
+# else unless sticky), else another user who can write to one could swap the home for a
+# copy whose commands run as you. Refused, before anything is written (exit 2).
+hpc_home_chain_check() {
+  local dir=${J_HOME%/*} unsafe
+  while [[ ! -d $dir && $dir == /*/* ]]; do dir=${dir%/*}; done
+  hpc_unsafe_chain_to unsafe "$dir" "set SCRATCH to a folder of your own (mode 700 or 755)"
+  [[ -z $unsafe ]] ||
+    die "not submitted: the submission's files would go in ${J_HOME%/*}, but $unsafe. Another user could then change the commands your job runs as you"
 }
 
 # _write_atomic FILE CONTENT: FILE appears whole or not at all.

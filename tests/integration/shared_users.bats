@@ -284,3 +284,31 @@ venv_profile() {
   mapfile -t left < <(pgrep -u "$HPC_TEST_USER" -f "^$mark")
   ((${#left[@]} == 0)) || { kill "${left[@]}"; echo "the daemon outlived the job"; return 1; }
 }
+
+@test "a project folder in a shared scratch that another user made or can write: nothing is submitted or written, exit 2, and the message says which folder and what to do (second review)" {
+  # A lab's shared sticky scratch; the other user made the project's folder there first
+  # (mode 777), so they could swap the submission's home and its commands for their own.
+  local shared=$AREA/shared
+  mkdir -p "$shared" && chmod 1777 "$shared"
+  echo 'echo ran-here' >"$PROJECT/experiment_configurations.txt"
+  as_other mkdir -m 777 "$shared/proj"
+  SCRATCH=$shared run --separate-stderr submitter -e mine --time 2
+  [ "$status" -eq 2 ]
+  [[ $stderr == *"not submitted: the submission's files would go in $shared/proj/hpc_outputs/jobs, but $shared/proj belongs to $HPC_OTHER_USER, not to you or root"* ]]
+  [[ $stderr == *"set SCRATCH to a folder of your own"* ]]
+  [ -z "$(ls -A "$shared/proj")" ]
+  [ -z "$(squeue -h -u "$HPC_TEST_USER" -n mine -o %i)" ]
+  # The test user's own folder there, but open to everyone (not sticky): refused too.
+  rmdir "$shared/proj"
+  as_user mkdir -m 777 "$shared/proj"
+  SCRATCH=$shared run --separate-stderr submitter -e mine --time 2
+  [ "$status" -eq 2 ]
+  [[ $stderr == *"$shared/proj can be written by other users (mode 0777, not sticky)"* ]]
+  [ -z "$(ls -A "$shared/proj")" ]
+  # Made private, it submits.
+  as_user chmod 755 "$shared/proj"
+  SCRATCH=$shared submit -e mine --time 2
+  wait_job "$JOB_ID"
+  [ "$(job_state "$JOB_ID")" = COMPLETED ]
+  grep -qx ran-here "$shared/proj/hpc_outputs/mine-$JOB_ID.out"
+}

@@ -255,6 +255,8 @@ hpc_run_command() {
     hpc_project_writes_since "$since"
   else
     hpc_log "not starting the command: the job was signalled ($HPC_SIGNALLED) before it could"
+    hpc_after_unstarted # (requeue.sh: never "finished" with nothing run)
+    return
   fi
   hpc_after_command "$rc"
 }

@@ -473,6 +473,35 @@ hpc_watchdog_end() {
   return 0
 }
 
+# hpc_after_unstarted: the job was signalled before its command started (a long preflight,
+# staging or setup; Slurm may send the wall-time warning up to 60 s early). Nothing ran, so
+# nothing may end as finished (it did: COMPLETED 0:0 with no result). A preemption is
+# requeued (the next attempt runs the command), within --max-restarts; the wall-time
+# warning ends the job with the no-progress code, as for a packed line that never
+# started (pack.sh): another attempt would spend its time the same way.
+hpc_after_unstarted() {
+  local restarts=$((${SLURM_RESTART_COUNT:-0} - ${HPC_EXCUSED_RESTARTS:-0}))
+  case $HPC_SIGNALLED in
+    preempt)
+      if [[ ${HPC_REQUEUE:-yes} == yes ]] && ((restarts < HPC_MAX_RESTARTS)); then
+        hpc_log "preempted before the command started: requeued, the next attempt runs it"
+        hpc_requeue_now 0 "$restarts"
+        return
+      fi
+      HPC_ATTEMPT_OUTCOME=not-requeued
+      hpc_log "preempted before the command started, and not requeued (--no-requeue, or the restart limit of $HPC_MAX_RESTARTS): the command never ran"
+      return "$HPC_EXIT_NO_PROGRESS"
+      ;;
+    walltime)
+      HPC_ATTEMPT_OUTCOME=no-progress
+      hpc_log "the command never started: the wall-time warning came $SECONDS s after the job began (its setup: preflight, data staging, venv). Give more --time (Slurm may warn up to 60 s before --signal-grace), a smaller --signal-grace, or a shorter --preflight"
+      return "$HPC_EXIT_NO_PROGRESS"
+      ;;
+  esac
+  HPC_ATTEMPT_OUTCOME=not-requeued
+  return $((128 + 15)) # cancelled: the command never ran
+}
+
 # hpc_after_command RC: once the program has ended. Returns the job's exit code, or does
 # not return at all when the job is requeued.
 hpc_after_command() {

@@ -177,3 +177,18 @@ EOF
   echo "$output"
   [[ $output == *"2: warned and requeued, finished"* ]]
 }
+
+@test "the wall-time warning before the command started (a long --preflight): the job fails with 124 and says why, never COMPLETED with nothing run (second review)" {
+  printf 'echo PROGRAM RAN\n' >"$PROJECT/experiment_configurations.txt"
+  submit --exp-name early --time 5 --preflight 'touch "$SCRATCH/preflight_began"; sleep 15'
+  wait_file "$SCRATCH/preflight_began" 120
+  scancel --batch --signal=USR1 "$JOB_ID"
+  wait_job "$JOB_ID"
+  local log
+  log=$(job_log "$JOB_ID" early)
+  cat "$log"
+  [ "$(attempts "$JOB_ID")" = "FAILED|124:0" ]
+  grep -q "the command never started: the wall-time warning came" "$log"
+  ! grep -qx "PROGRAM RAN" "$log" || false
+  ! grep -q "it had finished" "$log" || false
+}

@@ -46,7 +46,7 @@ hpc_proc_handles_to() {
   while IFS= read -r line; do
     [[ $line != SigCgt:* ]] || cgt=${line##*[[:space:]]}
   done 2>/dev/null <"/proc/$2/status"
-  if [[ -z $cgt ]]; then
+  if [[ -z $cgt ]] || hpc_proc_handlers_not_its_own "$2"; then
     _handles=none
   elif (((16#$cgt) & HPC_PROC_USR1_BIT)); then
     _handles=usr1
@@ -55,6 +55,18 @@ hpc_proc_handles_to() {
   else
     _handles=none
   fi
+}
+
+# hpc_proc_handlers_not_its_own PID: PID is Node.js, which catches SIGUSR1 and SIGTERM
+# itself whatever the program does: SIGUSR1 opens its inspector (a debugger on
+# 127.0.0.1:9229, where any user of the node could run code as you), SIGTERM ends it. Its
+# handlers cannot be told from the program's, so it is taken as handling nothing: no
+# warning; SIGTERM at the end of the grace period (a handler of the program's may save
+# then; SIGKILL HPC_KILL_AFTER s later).
+hpc_proc_handlers_not_its_own() {
+  local comm=""
+  { IFS= read -r comm <"/proc/$1/comm"; } 2>/dev/null
+  [[ $comm == node || $comm == nodejs ]]
 }
 
 # hpc_proc_passes_on PID: true for processes that pass signals on themselves (container

@@ -19,7 +19,8 @@ venv=${HPC_TEST_VENV:-/opt/hpc_files/test-venv}
 jax_venv=${HPC_TEST_JAX_VENV:-/opt/hpc_files/jax-venv}
 base_python=${HPC_TEST_BASE_PYTHON:-/usr/bin/python3}
 APT_PACKAGES=(slurm-wlm slurmdbd munge mariadb-server bats shellcheck bubblewrap
-  pigz zstd rsync parallel procps psmisc python3-venv python3-yaml openssh-server strace)
+  pigz zstd rsync parallel procps psmisc python3-venv python3-yaml openssh-server strace
+  nodejs) # (a Node.js program's warning: tests/unit/requeue_signals.bats)
 
 say() { printf 'install_deps: %s\n' "$*" >&2; }
 

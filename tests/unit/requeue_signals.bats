@@ -77,6 +77,30 @@ wait_file() {
   wait "$p3"
 }
 
+@test "proc_tree: Node.js gets no warning: SIGUSR1 would open its inspector (a debugger anyone on the node can use), and it catches SIGTERM itself, program handler or not (second review)" {
+  local d=$BATS_TEST_TMPDIR
+  command -v node >/dev/null || { echo "node is missing: run tests/setup/install_deps.sh" >&2; return 1; }
+  node -e 'require("fs").writeFileSync(process.argv[1] + "/ready1", ""); setTimeout(() => {}, 4000)' "$d" 2>"$d/node1.err" &
+  local p1=$!
+  node -e 'process.on("SIGTERM", () => { require("fs").writeFileSync(process.argv[1] + "/got2", "term"); process.exit(0) }); require("fs").writeFileSync(process.argv[1] + "/ready2", ""); setTimeout(() => {}, 20000)' "$d" 2>"$d/node2.err" &
+  local p2=$!
+  wait_file "$d/ready1"
+  wait_file "$d/ready2"
+  run bash "$RT/proc_tree.sh" warn "$p1"
+  [ "$status" -eq 1 ]
+  [ -z "$output" ]
+  run bash "$RT/proc_tree.sh" warn "$p2"
+  [ "$status" -eq 1 ]
+  [ -z "$output" ]
+  wait "$p1" # ran to its end, untouched
+  kill -0 "$p2"
+  kill -s TERM "$p2" # the stop at the end of the grace period: its handler saves
+  wait "$p2"
+  [ "$(cat "$d/got2")" = term ]
+  cat "$d/node1.err" "$d/node2.err"
+  ! grep -q "Debugger listening" "$d/node1.err" "$d/node2.err" || false
+}
+
 @test "proc_tree: a process gone while its status is read does not garble the next name (CI named a program 'CapInh:')" {
   # bash's read keeps what it read ahead in one buffer for every file and puts it back with
   # lseek; on /proc/PID/status of a process that just ended, that lseek fails (ESRCH) and

@@ -363,6 +363,9 @@ _hpc_results_lists() {
     to=$(realpath -m -- "$src/$entry" 2>/dev/null) || to=""
     if [[ $target != /* ]] && _hpc_path_under "$to" "$src_real"; then
       printf '%s\0' "$entry" >>"$work/copy" # relative, within the results: still works there
+    elif _hpc_path_under "$to" "$tmp_real" "$src_real" && _hpc_link_loops "$to"; then
+      printf '%s\0' "$entry" >>"$work/copy"
+      hpc_log "results: $entry is a link to $target, a folder that holds the link itself or a link back above it (a loop): copied as a link, not followed"
     elif _hpc_path_under "$to" "$tmp_real" "$src_real"; then
       printf '%s\0' "$entry" >>"$work/deref" # the node's folder goes: its content comes back
     else
@@ -370,6 +373,18 @@ _hpc_results_lists() {
       hpc_log "results: $entry is a link to $target, outside the job's node-local folders: copied as a link"
     fi
   done < <(find "$src" -mindepth 1 ! -uid "$uid" -prune -o -type l -printf '%P\0' 2>/dev/null)
+}
+
+# _hpc_link_loops TARGET: TARGET (a link's resolved target) is a folder whose content,
+# links followed, leads back to a folder it is in: a link to $HPC_RESULTS_DIR (or above it)
+# inside it, or links to each other. Copied as content, such a link made the copy recurse
+# until it filled the scratch (two links: 2 GB in 40 s) or failed 40 levels deep. find -L
+# notices a loop by the folders it is in (their device and inode) and says so.
+_hpc_link_loops() {
+  [[ -d $1 ]] || return 1
+  local said
+  said=$(LC_ALL=C find -L "$1" -maxdepth 64 -type d -printf '' 2>&1 >/dev/null)
+  [[ $said == *"loop"* || $said == *"Too many levels"* ]]
 }
 
 # _hpc_path_under PATH DIR...: PATH is DIR or below one of the DIRs.

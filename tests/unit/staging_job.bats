@@ -250,6 +250,28 @@ job() {
   [[ $output == *"tmp=$OWN"* ]]
 }
 
+@test "a link in the results to a folder it is in (\$HPC_RESULTS_DIR, \$SLURM_TMPDIR) or a loop of links is copied as a link, not followed: the copy ends, the job ends 0, the rest comes back (second review)" {
+  job 'cd "$HPC_RESULTS_DIR"
+    echo r >r.txt && mkdir -p sub && echo s >sub/s.txt
+    ln -s "$HPC_RESULTS_DIR" a && ln -s "$HPC_RESULTS_DIR" b
+    ln -s "$SLURM_TMPDIR" tmp
+    mkdir -p "$SLURM_TMPDIR/loop" && ln -s "$SLURM_TMPDIR/loop" "$SLURM_TMPDIR/loop/self" && ln -s "$SLURM_TMPDIR/loop" loop
+    mkdir -p "$SLURM_TMPDIR/data" && echo d >"$SLURM_TMPDIR/data/d.txt" && ln -s "$SLURM_TMPDIR/data" data'
+  echo "$output"; echo "$stderr"
+  [ "$status" -eq 0 ]
+  [ "$(cat "$DEST/r.txt")" = r ]
+  [ "$(cat "$DEST/sub/s.txt")" = s ]
+  [ -L "$DEST/a" ]
+  [ -L "$DEST/b" ]
+  [ -L "$DEST/tmp" ]
+  [ -L "$DEST/loop" ]
+  [ "$(cat "$DEST/data/d.txt")" = d ] # a folder link without a loop still comes back as its content
+  [ ! -L "$DEST/data" ]
+  [[ $output == *"results: a is a link to "*"(a loop): copied as a link, not followed"* ]]
+  [[ $output == *"results: loop is a link to "*"(a loop): copied as a link, not followed"* ]]
+  [ "$(find "$DEST" | wc -l)" -lt 20 ]
+}
+
 @test "results come back whole and only the user's: links into \$SLURM_TMPDIR as content, others as links (said), sparse stays sparse, no open modes, no other user's files (issue 23)" {
   job 'cd "$HPC_RESULTS_DIR"
     mkdir -p "$SLURM_TMPDIR/work/ckpt" && echo weights >"$SLURM_TMPDIR/work/ckpt/w.bin" && echo best >"$SLURM_TMPDIR/work/best.txt"

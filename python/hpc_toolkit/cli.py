@@ -6,12 +6,15 @@ added at the bottom with one `app.add_typer(...)` line.
 
 from __future__ import annotations
 
+import errno
 import getpass
 import json
 import os
+import re
 import sys
 import time
 from collections import Counter
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated
@@ -34,6 +37,7 @@ from hpc_toolkit.slurm import (
     TaskState,
     advice,
     efficiency_cells,
+    expand_range,
     progress,
     query_tasks,
     query_usage,
@@ -51,7 +55,14 @@ from hpc_toolkit.submissions import (
     read_submissions,
     ref_key,
 )
-from hpc_toolkit.tracking import TargetError, Task, query_groups, resolve, tasks_of
+from hpc_toolkit.tracking import (
+    TargetError,
+    Task,
+    missing_experiment,
+    query_groups,
+    resolve,
+    tasks_of,
+)
 from hpc_toolkit.why import JOB_ID, WhyError, explain_job
 
 app = command_app("hpc", "Helpers for jobs submitted with hpc_files/job_submitter.sh.")
@@ -66,14 +77,41 @@ def _load(scratch_dir: Path | None) -> tuple[Path, list[Group]]:
         die(str(exc))
     ledger = ledger_path(scratch)
     with progress(f"reading the submissions ledger {ledger} (a long one: it is read whole)"):
-        return scratch, group_submissions(read_submissions(ledger, on_bad_line=warn))
+        try:
+            jobs = read_submissions(ledger, on_bad_line=warn)
+        except OSError as exc:
+            die(_unreadable(ledger, exc))
+    return scratch, group_submissions(jobs)
+
+
+def _unreadable(path: Path, exc: OSError) -> str:
+    """`cannot read PATH: why; what to do` for a ledger that is there but cannot be read."""
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        todo = "make it and its folders readable to you (ls -ld shows whose they are)"
+        return f"cannot read {path}: {exc.strerror}; {todo}, or pass --scratch-dir"
+    if exc.errno == errno.EISDIR:
+        todo = "the ledger is a file (job_submitter.sh appends a line to it per job)"
+        return f"cannot read {path}: {exc.strerror}; {todo}: move that folder away"
+    return (
+        f"cannot read {path}: {exc.strerror or exc}; the ledger is the file job_submitter.sh "
+        "appends a line to per job: look at what is there (ls -ld)"
+    )
+
+
+def _quiet_load(scratch_dir: Path | None) -> list[Group]:
+    """The recorded submissions, [] when the ledger cannot be found or read (no message)."""
+    try:
+        ledger = ledger_path(find_scratch_dir(scratch_dir, os.environ, Path.cwd()))
+        return group_submissions(read_submissions(ledger, on_bad_line=lambda _line: None))
+    except (LocateError, OSError):
+        return []
 
 
 def _target(target: str, groups: list[Group]) -> tuple[Group, str | None]:
     try:
         return resolve(target, groups)
     except TargetError as exc:
-        die(str(exc))
+        die(str(exc), exc.code)
 
 
 def _say_sources(q: TaskQuery) -> None:
@@ -148,13 +186,20 @@ def status(
     only_task: str | None = None
     if target is not None:
         group, only_task = _target(target, groups)
+        if exp_name is not None and group.exp_name != exp_name:
+            die(
+                f"submission {group.submission_id} is of experiment {group.exp_name!r}, not of "
+                f"{exp_name!r}: leave out --exp-name or the target (`hpc status --exp-name "
+                f"{exp_name}` lists that experiment's submissions)"
+            )
         groups = [group]
-    if exp_name is not None:
+    elif exp_name is not None:
         groups = [g for g in groups if g.exp_name == exp_name]
+        if not groups:
+            die(missing_experiment(exp_name))
     groups = groups[-last:]
     if not groups:
-        which = f" of experiment {exp_name!r}" if exp_name is not None else ""
-        warn(f"no submissions{which} recorded in {ledger_path(scratch)}")
+        warn(f"no submissions recorded in {ledger_path(scratch)}")
         return
     ids = [i for g in groups for i in g.job_ids]
     q = query_groups(groups)
@@ -361,8 +406,9 @@ class _Packings:
     def of(self, job: SlurmJob) -> Packing | None:
         if job.job_id not in self.seen:
             packing = None
-            # Only a regular file: the ledger can be edited (a fifo or a device would hang).
-            if job.kind == "job" and job.script_path.name and job.script_path.is_file():
+            # Only a regular file (read_script): the ledger can be edited (a fifo or a device
+            # would hang); a script or plan that cannot be read is no packing.
+            if job.kind == "job" and job.script_path.name:
                 try:
                     exports = read_script(job.script_path).exports
                 except OSError:
@@ -557,19 +603,59 @@ def _failed_logs(group: Group, scratch: Path, packings: _Packings, lines: int) -
             typer.echo(_tail(t.log(scratch), lines), nl=False)
 
 
-def _renamed_jobs() -> dict[str, tuple[str, str]]:
-    """This user's queued and running jobs: job number -> (name, submit time) ({} when
-    squeue fails)."""
+@dataclass
+class _Queued:
+    """One job number in squeue: the name and submit time of the job that holds it, and
+    which of its array tasks are queued or running (`whole`: the job itself, no task)."""
+
+    name: str
+    submitted: str
+    tasks: set[int] = field(default_factory=set)
+    whole: bool = False
+
+    def holds(self, task_id: str) -> bool:
+        index = task_id.partition("_")[2]
+        return self.whole or (index.isdigit() and int(index) in self.tasks)
+
+
+def _queue() -> dict[str, _Queued] | None:
+    """This user's queued and running jobs by job number (squeue); None when squeue could
+    not say (then no job is taken for ended)."""
     done = run_command(["squeue", "-h", "-u", getpass.getuser(), "-o", "%i|%j|%V"])
     if isinstance(done, str) or done.returncode != 0:
-        return {}
-    out: dict[str, tuple[str, str]] = {}
+        return None
+    out: dict[str, _Queued] = {}
     for row in done.stdout.splitlines():
         job, sep, rest = row.partition("|")
         name, _, submitted = rest.rpartition("|") if "|" in rest else (rest, "", "")
-        if sep:
-            out[job.split("_")[0].strip()] = (name, submitted)
+        if not sep:
+            continue
+        number, _, index = job.strip().partition("_")
+        queued = out.setdefault(number, _Queued(name, submitted))
+        if index:  # 502_0 running, 502_[1-3%2] waiting
+            queued.tasks.update(expand_range(index.strip("[]")))
+        else:
+            queued.whole = True
     return out
+
+
+# scancel's words (Slurm 22.05 to 24.11) for a job or task that ended before it was asked.
+_SCANCEL_ENDED = re.compile(
+    r"Kill job error on job id ([0-9_]+): "
+    r"(?:Invalid job id specified|Job/step already completing or completed)"
+)
+
+
+def _nothing_to_cancel(group: Group, task_id: str | None) -> str:
+    if task_id is not None:
+        return (
+            f"nothing to cancel: task {task_id} of submission {group.submission_id} has ended; "
+            f"`hpc status {task_id}` shows how it ended"
+        )
+    return (
+        f"nothing to cancel: every job of submission {group.submission_id} has ended; "
+        f"`hpc status {group.submission_id}` shows how they ended"
+    )
 
 
 @app.command()
@@ -591,25 +677,39 @@ def cancel(
     group, task_id = _target(target, groups)
     # By number and by the name the job was given: a number the ledger holds can belong to
     # another job now (Slurm numbering afresh, two clusters sharing $SCRATCH), and scancel
-    # with --name leaves a job of another name alone.
-    others = _renamed_jobs()
+    # with --name leaves a job of another name alone. One of this user's jobs that squeue
+    # no longer shows has ended: scancel would only say "Invalid job id specified".
+    queue = _queue()
+    me = getpass.getuser()
     by_name: dict[str, list[str]] = {}
+    left_alone = 0
     for j in group.jobs:
         if task_id is not None and task_id.split("_")[0] != j.job_id:
             continue
         name = j.slurm_name
-        other, submitted = others.get(j.job_id, (name, ""))
-        if other != name:
-            warn(f"job {j.job_id} is another job now (named {other!r}, not {name!r}): left alone")
-            continue
-        if not group.refs[ref_key(j)].accepts(other, submitted):
+        queued = queue.get(j.job_id) if queue is not None else None
+        if queue is not None and queued is None and j.user in ("", me):
+            continue  # ended
+        if queued is not None and queued.name != name:
             warn(
-                f"job {j.job_id} is another job of that name now (submitted {submitted}, "
+                f"job {j.job_id} is another job now (named {queued.name!r}, not {name!r}): "
+                "left alone"
+            )
+            left_alone += 1
+            continue
+        if queued is not None and not group.refs[ref_key(j)].accepts(name, queued.submitted):
+            warn(
+                f"job {j.job_id} is another job of that name now (submitted {queued.submitted}, "
                 f"not when submission {group.submission_id} was): left alone"
             )
+            left_alone += 1
             continue
+        if queued is not None and task_id is not None and not queued.holds(task_id):
+            continue  # that task ended
         by_name.setdefault(name, []).append(task_id or j.job_id)
     ids = [i for batch in by_name.values() for i in batch]
+    if not ids and not left_alone:
+        die(_nothing_to_cancel(group, task_id))
     if not ids:
         die(
             f"nothing cancelled: the jobs of submission {group.submission_id} have ended "
@@ -625,12 +725,22 @@ def cancel(
     # 22.05 recorded a waiting array as one job, not as its tasks (it also does so, now and
     # then, for an array cancelled just after its submission: TaskQuery.state_of copes).
     venv_names = {j.slurm_name for j in group.jobs if j.kind == "venv"}
+    gone: set[str] = set()
     for name, batch in sorted(by_name.items(), key=lambda nb: nb[0] in venv_names):
         done = run_command(["scancel", f"--name={name}", *batch])
         if isinstance(done, str):
             die(done)
         if done.returncode != 0:
-            die(f"scancel failed (exit {done.returncode}): {done.stderr.strip()}")
+            said = [line for line in done.stderr.strip().splitlines() if line.strip()]
+            # Ended between squeue and scancel (or squeue could not say): not an error.
+            ended_now = [m[1] for m in map(_SCANCEL_ENDED.search, said) if m]
+            if not said or len(ended_now) < len(said):
+                die(f"scancel failed (exit {done.returncode}): {done.stderr.strip()}")
+            gone.update(ended_now)
+    cancelled = [i for i in ids if i not in gone]
+    if not cancelled:
+        die(_nothing_to_cancel(group, task_id))
+    what = f"{', '.join(cancelled)} ({group.exp_name}, {group.num_tasks} task(s))"
     typer.echo(f"Cancelled {what}")
 
 
@@ -650,6 +760,18 @@ def why(
         _scratch, groups = _load(scratch_dir)
         group, _task = _target(target, groups)
         ids = group.job_ids
+    else:
+        # Any job of the cluster is explained, recorded or not; the ledger, when it can be
+        # read, refuses a task that does not exist and a name that is an experiment's too.
+        recorded = _quiet_load(scratch_dir)
+        try:
+            group, _task = resolve(target, recorded)
+        except TargetError as exc:
+            if exc.code != 1:
+                die(str(exc), exc.code)
+        else:
+            if target.split("_")[0] not in group.job_ids:  # an experiment named by digits
+                ids = group.job_ids
     failed = False
     for job_id in ids:
         try:

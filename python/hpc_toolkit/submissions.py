@@ -12,9 +12,11 @@ warning, never fatal, because the other lines are still worth showing.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shlex
+import stat
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -71,8 +73,9 @@ class SlurmJob:
 
     @property
     def is_array(self) -> bool:
-        # A split array's last part may hold one task: still an array (`%a` in its log).
-        return self.num_tasks > 1 or "%a" in self.log
+        # A split array's last part may hold one task: still an array (`%a` in its log's
+        # file name; a `%a` in the folders above, $SCRATCH's, is part of their names).
+        return self.num_tasks > 1 or "%a" in self._log_name
 
     def log_path(self, scratch_dir: Path, index: int | None) -> Path:
         """The log of array index `index` (None: a plain job)."""
@@ -155,10 +158,9 @@ class Group:
 
 def _script_indices(j: SlurmJob) -> range | list[int]:
     # A split array's indices need not start at 0 (a subset, --resume-sweep): the plan's
-    # --array says which. Plain arrays are 0..n-1. Only a regular file is read: the ledger
-    # can be edited (a fifo would hang the reader).
-    if not j.script_path.is_file():
-        return range(j.num_tasks)
+    # --array says which. Plain arrays are 0..n-1. Only a regular file is read (read_script):
+    # the ledger can be edited (a fifo would hang the reader); a home that cannot be read
+    # (mode 000) leaves the plain indices.
     try:
         got = read_script(j.script_path).indices
     except (OSError, ValueError):
@@ -196,12 +198,21 @@ def read_script(path: Path) -> ScriptInfo:
     except FileNotFoundError:
         plan, reader = path, _read_script
         st = os.stat(path)
+        _regular(path, st)  # the ledger names it and can be edited: a fifo would hang
     stamp = (st.st_mtime_ns, st.st_size)
     kept = _SCRIPTS.get(plan)
     if kept is None or kept[0] != stamp:
         kept = _SCRIPTS[plan] = (stamp, reader(plan))
     info = kept[1]
     return ScriptInfo(None if info.indices is None else list(info.indices), dict(info.exports))
+
+
+def _regular(path: Path, st: os.stat_result) -> None:
+    """Raise OSError unless `st` (of `path`) is a regular file's."""
+    if stat.S_ISDIR(st.st_mode):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+    if not stat.S_ISREG(st.st_mode):
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
 
 
 def _read_manifest(path: Path) -> ScriptInfo:
@@ -287,8 +298,10 @@ def parse_line(line: str) -> SlurmJob:
 
 
 def read_submissions(path: Path, on_bad_line: Callable[[str], None]) -> list[SlurmJob]:
-    """Every well-formed line of the ledger at `path`, oldest first; [] if it does not exist."""
+    """Every well-formed line of the ledger at `path`, oldest first; [] if it does not exist.
+    OSError when it cannot be read (unreadable, a folder, not a regular file)."""
     try:
+        _regular(path, os.stat(path))
         text = path.read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
         return []

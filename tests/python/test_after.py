@@ -107,7 +107,7 @@ def test_cancel_leaves_alone_a_job_whose_number_is_another_jobs_now(
     """Slurm numbered its jobs afresh (or another cluster shares $SCRATCH): job 501 of the
     ledger is now someone else's job of this user, under another name."""
     calls = _scancel_log(stub)
-    stub("squeue", "501|train-other\n502_[0-1]|sp\n")
+    stub("squeue", "501|train-other\n502_[0-1]|sp\n503_0|sp\n")
     result = runner.invoke(app, ["cancel", "sp", "--yes", "--scratch-dir", str(scratch)])
     assert result.exit_code == 0
     assert (
@@ -122,6 +122,70 @@ def test_cancel_leaves_alone_a_job_whose_number_is_another_jobs_now(
     assert result.exit_code == 1
     assert "nothing cancelled: the jobs of submission sp-1 have ended" in result.stderr
     assert not calls.exists()
+
+
+ENDED = "hpc: nothing to cancel: every job of submission sp-1 has ended; `hpc status sp-1` shows how they ended\n"
+
+
+def test_cancel_when_every_job_has_ended_says_nothing_to_cancel(
+    runner: CliRunner, stub: Stub, scratch: Path
+) -> None:
+    """None of the submission's jobs is in squeue any more: nothing is sent to scancel
+    (which would answer `Invalid job id specified`), asked or not."""
+    calls = _scancel_log(stub)
+    stub("squeue", "")
+    for yes in (["--yes"], []):
+        result = runner.invoke(app, ["cancel", "sp", *yes, "--scratch-dir", str(scratch)])
+        assert (result.exit_code, result.stdout, result.stderr) == (1, "", ENDED)
+    assert not calls.exists()
+
+
+def test_cancel_when_scancel_finds_every_job_ended_says_nothing_to_cancel(
+    runner: CliRunner, stub: Stub, scratch: Path
+) -> None:
+    """squeue could not say (not on PATH here), and the jobs had ended: scancel's own
+    answer for each (Slurm 22.05's words) is read, not shown raw."""
+    path = stub("scancel")
+    path.write_text(
+        '#!/bin/sh\nfor a; do case $a in --*) ;; *) echo "scancel: error: Kill job error on '
+        'job id $a: Invalid job id specified" >&2 ;; esac; done\nexit 1\n'
+    )
+    result = runner.invoke(app, ["cancel", "sp", "--yes", "--scratch-dir", str(scratch)])
+    assert (result.exit_code, result.stdout, result.stderr) == (1, "", ENDED)
+
+
+def test_cancel_of_a_partly_ended_submission_cancels_what_is_left(
+    runner: CliRunner, stub: Stub, scratch: Path
+) -> None:
+    calls = _scancel_log(stub)
+    stub("squeue", "503_0|sp\n")
+    result = runner.invoke(app, ["cancel", "sp", "--yes", "--scratch-dir", str(scratch)])
+    assert (result.exit_code, result.stderr) == (0, "")
+    assert calls.read_text().splitlines() == ["--name=sp 503"]
+    assert result.stdout == "Cancelled 503 (sp, 3 task(s))\n"
+
+
+@pytest.mark.parametrize(
+    ("queue", "called"),
+    [("502_0|sp\n503_0|sp\n", None), ("502_[1-3%2]|sp\n", "--name=sp 502_1"),
+     ("502_1|sp\n", "--name=sp 502_1")],
+)  # fmt: skip
+def test_cancel_of_one_task_that_has_ended_says_nothing_to_cancel(
+    runner: CliRunner, stub: Stub, scratch: Path, queue: str, called: str | None
+) -> None:
+    calls = _scancel_log(stub)
+    stub("squeue", queue)
+    result = runner.invoke(app, ["cancel", "502_1", "--yes", "--scratch-dir", str(scratch)])
+    if called is None:
+        assert (result.exit_code, result.stdout) == (1, "")
+        assert result.stderr == (
+            "hpc: nothing to cancel: task 502_1 of submission sp-1 has ended; "
+            "`hpc status 502_1` shows how it ended\n"
+        )
+        assert not calls.exists()
+    else:
+        assert (result.exit_code, result.stderr) == (0, "")
+        assert calls.read_text().splitlines() == [called]
 
 
 def test_cancel_reports_scancel_failure(runner: CliRunner, stub: Stub, scratch: Path) -> None:
@@ -373,7 +437,11 @@ def test_cancel_of_an_old_submission_leaves_the_new_job_of_its_number_alone(
 ) -> None:
     _reused(scratch)
     calls = _scancel_log(stub)
-    stub("squeue", f"502_[0-1]|sp|{_local('2026-11-24T11:00:00')}\n")
+    old = _local("2026-11-24T10:00:00")
+    stub(
+        "squeue",
+        f"501|sp-venv|{old}\n503_0|sp|{old}\n502_[0-1]|sp|{_local('2026-11-24T11:00:00')}\n",
+    )
     result = runner.invoke(app, ["cancel", "sp-1", "--yes", "--scratch-dir", str(scratch)])
     assert "job 502 is another job of that name now" in result.stderr
     assert calls.read_text().splitlines() == ["--name=sp 503", "--name=sp-venv 501"]

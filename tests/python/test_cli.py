@@ -256,9 +256,10 @@ def test_status_no_ledger(runner: CliRunner, scratch: Path) -> None:
 
 
 def test_status_unknown_experiment(runner: CliRunner, scratch: Path) -> None:
+    # As `hpc status nope` does (test_targets.py): exit 1, whichever way it is named.
     result = runner.invoke(app, ["status", "--exp-name", "nope"])
-    assert result.exit_code == 0
-    assert "no submissions of experiment 'nope'" in result.stderr
+    assert (result.exit_code, result.stdout) == (1, "")
+    assert "hpc: no submission of experiment 'nope' is recorded" in result.stderr
 
 
 def test_status_without_scratch(

@@ -192,3 +192,21 @@ EOF
   ! grep -qx "PROGRAM RAN" "$log" || false
   ! grep -q "it had finished" "$log" || false
 }
+
+@test "a Lightning script under the default launcher (one process, script unchanged): warned during fit, the toolkit's requeue saves into \$HPC_CHECKPOINT_DIR and resumes it; Lightning's own auto-requeue (hpc_ckpt_N.ckpt in the project, shared by every run) is off (second review)" {
+  project_venv # torch, lightning
+  printf '%s\n' 'python table_lightning.py pause 150' >"$PROJECT/experiment_configurations.txt"
+  submit --exp-name tln --time 10 --signal-grace 30
+  warn_when_ready tln 0 1 "$JOB_ID"
+  wait_job "$JOB_ID" 600
+  local log steps att from
+  log=$(job_log "$JOB_ID" tln)
+  cat "$log"
+  [ "$(attempts "$JOB_ID")" = $'REQUEUED|0:0\nCOMPLETED|0:0' ]
+  grep -q "\[hpc\] Lightning: its SLURM auto-requeue is off" "$log"
+  grep -q "\[hpc\] Lightning: resuming from $SCRATCH/proj/tln/checkpoints/hpc_ckpt_1.ckpt" "$log"
+  read -r steps att from <"$SCRATCH/proj/tln/checkpoints/done_0_0"
+  [ "$steps $att" = "150 2" ]
+  ((from > 0))
+  [ -z "$(find "$PROJECT" -name 'hpc_ckpt_*')" ] # nothing of Lightning's own in the project
+}

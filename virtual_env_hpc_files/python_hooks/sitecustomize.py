@@ -11,8 +11,9 @@ this file at start-up; it does nothing until one of the modules below is importe
 - Lightning's Trainer: `num_nodes` and `devices` left at their defaults become the job's
   (a script with no command line forms one world, not one run per process); set to values
   the job does not have, the program stops at once with a message naming both (exit 2).
-- In a `-d lightning` job that may requeue (HPC_LIGHTNING_REQUEUE=yes, launchers.sh), for
-  every Trainer made:
+- In a `-d lightning` job that may requeue (HPC_LIGHTNING_REQUEUE=yes, launchers.sh), and
+  under the default launcher (none: one process, nothing else of this hook), for every
+  Trainer made:
   - turns off Lightning's own SLURM auto-requeue (SLURMEnvironment.auto_requeue): its
     SIGUSR1 handler saves the checkpoint inside the signal handler, which hangs DDP (one
     rank in a collective while another saves; Lightning issue 21406), then requeues the
@@ -128,7 +129,8 @@ def _patch_trainer(module: Any) -> None:
     requeue = os.environ.get("HPC_LIGHTNING_REQUEUE") == "yes"
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        _trainer_counts(kwargs)
+        if os.environ.get("HPC_LAUNCHER") != "none":  # (one process: its own devices)
+            _trainer_counts(kwargs)
         original_init(self, *args, **kwargs)
         if not requeue:
             return
@@ -196,9 +198,9 @@ def _patch_c10d(module: Any) -> None:
 _PATCHES = {_TRAINER_MODULE: _patch_trainer, _C10D_MODULE: _patch_c10d}
 
 
-def _install_patches() -> None:
+def _install_patches(patches: dict[str, Any] | None = None) -> None:
     """The world and Lightning parts (the distributed launchers): a finder that patches
-    _PATCHES' modules as they are imported."""
+    the modules of PATCHES (default _PATCHES) as they are imported."""
     import importlib.abc
 
     class _Loader(importlib.abc.Loader):
@@ -222,7 +224,7 @@ def _install_patches() -> None:
 
     class _Finder(importlib.abc.MetaPathFinder):
         def __init__(self) -> None:
-            self._left = dict(_PATCHES)
+            self._left = dict(_PATCHES if patches is None else patches)
 
         def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
             patch = self._left.pop(name, None)
@@ -271,4 +273,14 @@ if os.environ.get("HPC_LIGHTNING_HOOK", "yes") != "no" and os.environ.get(
     "HPC_LAUNCHER", "lightning"
 ) in ("lightning", "script", "torchrun"):
     _install_patches()
+elif (
+    os.environ.get("HPC_LIGHTNING_HOOK", "yes") != "no"
+    and os.environ.get("HPC_LAUNCHER") == "none"
+    and os.environ.get("HPC_LIGHTNING_REQUEUE") == "yes"
+):
+    # A Lightning script under the default launcher (one process): Lightning's own SLURM
+    # auto-requeue saved hpc_ckpt_N.ckpt into the working folder (the project, shared by
+    # every task and run: another run resumed from it) and requeued behind the toolkit's
+    # back. The Trainer gets the same requeue as under -d lightning; nothing else changes.
+    _install_patches({_TRAINER_MODULE: _patch_trainer})
 _run_next_sitecustomize()

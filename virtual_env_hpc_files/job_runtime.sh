@@ -238,6 +238,10 @@ hpc_run_command() {
   cd -- "$source_dir" || hpc_fail "project folder $source_dir is not reachable from this node"
   declare -F "hpc_launch_$HPC_LAUNCHER" >/dev/null || hpc_fail "unknown launcher '$HPC_LAUNCHER'"
   hpc_project_writes_begin # what the task writes into the project (project_writes.sh)
+  # Python writes what it prints at once, unless the user chose (PYTHONUNBUFFERED set, to
+  # anything): to a file (the log) it held 8 KiB back, so the log showed nothing for long
+  # and the stall watch stopped healthy programs (docs/requeue.md, "Stalls").
+  [[ -n ${PYTHONUNBUFFERED+x} ]] || export PYTHONUNBUFFERED=1
   # One process (a line, or packed lines): a Lightning Trainer gets the toolkit's requeue,
   # not Lightning's own (sitecustomize.py; said by the program when it makes one).
   [[ $HPC_LAUNCHER != none || ${HPC_REQUEUE:-yes} != yes ]] || export HPC_LIGHTNING_REQUEUE=yes

@@ -95,3 +95,22 @@ EOF
   [ "$(grep -c '^line 1 ran on attempt' "$out/pst-$JOB_ID-line1.out")" -eq 1 ]
   grep -q 'pack: all 2 line(s) completed' "$log"
 }
+
+@test "a Python program that prints without flushing (its stdout a file: block-buffered) is not taken for stalled: its prints reach the log as it runs (second review)" {
+  cat >"$PROJECT/printer.py" <<'EOF2'
+import time
+for step in range(12):
+    print(f"step {step}")  # no flush: a file's stdout holds 8 KiB before it writes
+    time.sleep(2)
+EOF2
+  printf 'python3 printer.py\n' >"$PROJECT/experiment_configurations.txt"
+  unset PYTHONUNBUFFERED # (a shell's own would reach the job)
+  submit --exp-name unbuf --time 5 --stall-timeout 10s --venv none
+  wait_job "$JOB_ID" 180
+  local log
+  log=$(job_log "$JOB_ID" unbuf)
+  cat "$log"
+  [ "$(job_state "$JOB_ID")" = COMPLETED ]
+  grep -qx "step 11" "$log"
+  ! grep -q 'stalled' "$log" || false
+}

@@ -15,7 +15,7 @@
 #                                 (python/hpc_toolkit/sweep/agent.py writes the same line);
 #                                 always at a line's start, also after a progress bar
 #   hpc_line_expanded_to VAR LINE the words of a simple LINE as bash expands them here,
-#                                 quoted for the log, the W&B key masked ("" when there is
+#                                 quoted for the log, secrets masked ("" when there is
 #                                 nothing to expand, or LINE is not a simple command)
 #   hpc_error MESSAGE...          the log line with "ERROR: " before MESSAGE, on stderr
 #   hpc_fail MESSAGE [CODE]       hpc_error MESSAGE, then exit CODE (default 1: FAILED)
@@ -225,7 +225,11 @@ hpc_log_at_line_start() {
 # it. Only for a simple command: a line that would run something to be expanded (`$(..)`,
 # backquotes, `$((..))`) or is more than one command (`;`, `&&`, `|`, redirections,
 # subshells, backslashes outside quotes) gives "", as does a line with nothing to expand.
-# The value of WANDB_API_KEY (the toolkit keeps it out of logs) reads <WANDB_API_KEY>.
+# The value of WANDB_API_KEY (the toolkit keeps it out of logs) reads <WANDB_API_KEY>, and
+# so does the value of any variable the line names whose name looks secret
+# (HPC_SECRET_NAME_RE: HF_TOKEN, DB_PASSWORD, OPENAI_API_KEY ... read <HF_TOKEN>): the log
+# is read by others more often than the line (a shared project's scratch, a support ticket).
+HPC_SECRET_NAME_RE='(TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|_PASS$|^PASS|KEY|CREDENTIAL|AUTH|PRIVATE|COOKIE|SESSION)'
 # The longest command the log shows whole; a longer one is shown by its start (issue 32: a
 # 128 KiB line was written whole into the log).
 HPC_LOG_LINE_MAX=2000
@@ -261,8 +265,18 @@ hpc_line_expanded_to() {
   # The line's words as arguments of printf: expanded (parameters, ~, globs, braces) and
   # printed, nothing run. (A fresh bash: nothing of this shell's state changes.)
   mapfile -d '' -t words < <(bash -c "printf '%s\\0' $line" 2>/dev/null) || return 0
+  # The values of secret-looking variables the line names are masked as <NAME>.
+  local -a secrets=()
+  [[ -z ${WANDB_API_KEY:-} ]] || secrets=(WANDB_API_KEY)
+  rest=$line
+  while [[ $rest =~ \$\{?([A-Za-z_][A-Za-z0-9_]*)(.*)$ ]]; do
+    word=${BASH_REMATCH[1]} rest=${BASH_REMATCH[2]}
+    [[ ${word^^} =~ $HPC_SECRET_NAME_RE && -n ${!word:-} ]] && secrets+=("$word")
+  done
   for word in "${words[@]}"; do
-    [[ -z ${WANDB_API_KEY:-} ]] || word=${word//"$WANDB_API_KEY"/<WANDB_API_KEY>}
+    for q in "${secrets[@]}"; do
+      word=${word//"${!q}"/<$q>}
+    done
     if [[ $word =~ ^[][A-Za-z0-9_./=:,+@%^-]+$ ]]; then
       q=$word
     else

@@ -321,7 +321,7 @@ job_side_files() {
   [ ! -e "$BATS_TEST_TMPDIR/v" ]
 }
 
-@test "hpc_line_expanded_to: a simple line's words as the shell expands them, quoted unambiguously; the W&B key never" {
+@test "hpc_line_expanded_to: a simple line's words as the shell expands them, quoted unambiguously; the W&B key and secret-looking variables never (second review)" {
   mkdir -p "$BATS_TEST_TMPDIR/d" && touch "$BATS_TEST_TMPDIR/d/a.py" "$BATS_TEST_TMPDIR/d/b.py"
   export SLURM_TMPDIR=/local/job_7 NAME='two words' WANDB_API_KEY=0123456789abcdef0123456789abcdef01234567
   cd "$BATS_TEST_TMPDIR/d"
@@ -331,6 +331,10 @@ job_side_files() {
   # The key stays out of the log, whatever the line does with it.
   run lib 'hpc_line_expanded_to x "python t.py --key=\$WANDB_API_KEY \"k \$WANDB_API_KEY\""; printf "%s\n" "$x"'
   [ "$output" = "python t.py '--key=<WANDB_API_KEY>' 'k <WANDB_API_KEY>'" ]
+  # So do the values of the line's variables whose names look secret; others show.
+  export HF_TOKEN=hf_SECRETabc123 DB_PASSWORD=s3cr3tpw OPENAI_API_KEY=sk-TOPSECRET999 LR=0.1
+  run lib 'hpc_line_expanded_to x "python t.py --hf-token=\$HF_TOKEN --db=postgres://me:\${DB_PASSWORD}@db/x \$OPENAI_API_KEY --lr \$LR"; printf "%s\n" "$x"'
+  [ "$output" = "python t.py '--hf-token=<HF_TOKEN>' '--db=postgres://me:<DB_PASSWORD>@db/x' '<OPENAI_API_KEY>' --lr 0.1" ]
   # Nothing to expand, or not a simple command (it would run something to expand it): "".
   local line
   for line in 'python train.py --lr 0.1' 'echo $(date)' 'echo `id`' 'a=$HOME; echo $a' 'cd $HOME && ls' \

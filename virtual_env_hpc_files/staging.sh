@@ -201,6 +201,7 @@ _hpc_results_setup() {
   export HPC_RESULTS_DIR=$folder
   export HPC_RESULTS_DEST=$HPC_EXP_DIR/results${HPC_TASK_SUBDIR-}
   mkdir -p -- "$HPC_RESULTS_DIR" || hpc_fail "cannot create the results folder $HPC_RESULTS_DIR"
+  _hpc_results_restore
   HPC_EXIT_HOOKS+=(hpc_results_final)
   local every=""
   if ((${HPC_SYNC_EVERY_S:-0} > 0)); then
@@ -209,6 +210,30 @@ _hpc_results_setup() {
     every=" and every ${HPC_SYNC_EVERY_S} s"
   fi
   hpc_log "results: \$HPC_RESULTS_DIR=$HPC_RESULTS_DIR is copied to $HPC_RESULTS_DEST at the end$every"
+}
+
+# _hpc_results_restore: a requeued attempt (SLURM_RESTART_COUNT > 0) starts with what the
+# earlier attempts' results are now ($HPC_RESULTS_DEST, copied back to $HPC_RESULTS_DIR,
+# times kept so that unchanged files are not copied again): the program finds its folder as
+# it left it, as on a laptop. It started empty, and a file the program appends to across
+# attempts (train.log, Hydra's log, metrics.csv) replaced the earlier attempts' at the end:
+# their lines were lost, the job COMPLETED. Only from the user's own folder; the toolkit's
+# entries (.hpc_*) stay where they are. When the copy fails (no room on the node), the log
+# says which earlier results a file of the same name will replace.
+_hpc_results_restore() {
+  ((${SLURM_RESTART_COUNT:-0} > 0)) || return 0
+  local dest=$HPC_RESULTS_DEST entries=() e out
+  [[ -d $dest && ! -L $dest && -O $dest ]] || return 0
+  for e in "$dest"/* "$dest"/.[!.]* "$dest"/..?*; do
+    [[ -e $e || -L $e ]] || continue
+    [[ ${e##*/} == .hpc_* ]] || entries+=("$e")
+  done
+  ((${#entries[@]})) || return 0
+  if out=$(cp -a -- "${entries[@]}" "$HPC_RESULTS_DIR/" 2>&1); then
+    hpc_log "results: attempt $((SLURM_RESTART_COUNT + 1)) starts with the earlier attempts' results ($dest, ${#entries[@]} entries) in \$HPC_RESULTS_DIR, as the program left them"
+  else
+    hpc_log "results: WARNING: could not bring the earlier attempts' results back into \$HPC_RESULTS_DIR (${out:0:300}): a file this attempt writes under the same name replaces theirs in $dest"
+  fi
 }
 
 # _hpc_sync_loop: the periodic copy (a background subshell of the batch shell).

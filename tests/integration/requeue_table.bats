@@ -210,3 +210,31 @@ EOF
   ((from > 0))
   [ -z "$(find "$PROJECT" -name 'hpc_ckpt_*')" ] # nothing of Lightning's own in the project
 }
+
+@test "a requeued attempt finds its results folder as the earlier attempt left it: a log it appends to across attempts comes back whole (second review)" {
+  cat >"$PROJECT/appender.sh" <<'EOF2'
+ck=$HPC_CHECKPOINT_DIR/step s=0
+[ -s "$ck" ] && s=$(cat "$ck")
+trap 'echo "$s" >"$ck"; exit 0' USR1
+while [ "$s" -lt 30 ]; do
+  s=$((s + 1))
+  echo "step $s attempt $HPC_RESTART_COUNT" >>"$HPC_RESULTS_DIR/train.log"
+  [ "$s" -ne 5 ] || { mkdir -p "$HPC_EXP_DIR/marks" && touch "$HPC_EXP_DIR/marks/ready_$HPC_RESTART_COUNT"; }
+  sleep 0.5
+done
+EOF2
+  printf 'bash appender.sh\n' >"$PROJECT/experiment_configurations.txt"
+  submit --exp-name app --time 5
+  wait_file "$SCRATCH/proj/app/marks/ready_0" 120
+  scancel --batch --signal=USR1 "$JOB_ID"
+  wait_job "$JOB_ID" 300
+  local log=$SCRATCH/proj/app/results/train.log
+  cat "$(job_log "$JOB_ID" app)"
+  cat "$log"
+  [ "$(attempts "$JOB_ID")" = $'REQUEUED|0:0\nCOMPLETED|0:0' ]
+  grep -q "results: attempt 2 starts with the earlier attempts' results" "$(job_log "$JOB_ID" app)"
+  # Every step once, in order: attempt 1's lines first, then attempt 2's.
+  [ "$(cut -d' ' -f2 "$log" | tr '\n' ' ')" = "$(seq 1 30 | tr '\n' ' ')" ]
+  [ "$(head -1 "$log")" = "step 1 attempt 0" ]
+  [ "$(tail -1 "$log")" = "step 30 attempt 1" ]
+}

@@ -58,14 +58,19 @@ hpc_hydra_commands() {
     }')
   [[ -n $hits ]] || return 0
   mapfile -t at <<<"$hits"
+  local sweeps=""
   for hit in "${at[@]}"; do
     k=${hit%% *} mode=${hit#* }
+    [[ $mode != sweep || ${J_COMMANDS[k]} == *hydra/launcher=hpc_files* ]] ||
+      sweeps+="${sweeps:+, }${J_COMMAND_LINES[k]:-$((k + 1))}"
     # Quoted for Hydra too: a folder holding a comma or a blank stays one value.
     word=" \"hydra.$mode.dir='$dir'\""
     _count_args_insert_to out "${J_COMMANDS[k]}" "$word" || continue
     J_COMMANDS[k]=$out
     lines+="${lines:+, }${J_COMMAND_LINES[k]:-$((k + 1))}"
   done
+  [[ -z $sweeps ]] ||
+    say "note: line(s) $sweeps run a Hydra multirun (-m) in one task: its points run one after another there and share one \$HPC_CHECKPOINT_DIR, so after a requeue every point sees HPC_RESUMING=1 and the last point's checkpoint. Give each point its own task: add hydra/launcher=hpc_files to the line (one array task per point), or write one line per point (docs/recipes.md: Hydra)"
   [[ -n $lines ]] || return 0
   names=${apps[*]}
   say "note: line(s) $lines run a Hydra app ($names) that chooses no run folder: each gets its task's own, hydra.run.dir='$dir' (hydra.sweep.dir with -m), instead of outputs/<date>/<time> in the project, which tasks starting in the same second share. To choose another, give hydra.run.dir (or hydra.sweep.dir) on the line (docs/recipes.md: Hydra)"

@@ -33,6 +33,8 @@ cd . && python app.py lr=3 \"hydra.run.dir='\$HPC_RESULTS_DIR'\" | tee log
 python plain.py lr=0.1
 python2 app2.py x=1" ]
   [[ $stderr == *"note: line(s) 1, 2, 5 run a Hydra app (app.py) that chooses no run folder"* ]]
+  # The multirun's points share the task's checkpoint folder: said, with what to do.
+  [[ $stderr == *"note: line(s) 2 run a Hydra multirun (-m) in one task: its points run one after another there and share one \$HPC_CHECKPOINT_DIR"*"add hydra/launcher=hpc_files"* ]]
   [ "$(sbatch_calls)" -eq 0 ]
 }
 

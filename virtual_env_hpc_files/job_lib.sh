@@ -423,7 +423,7 @@ hpc_physical_path_to() {
       OLDPWD=$_pp_old
       return 0
     fi
-    builtin cd -- "$_pp" # (the way back went: stay somewhere real, as the subshell would)
+    builtin cd -- "$_pp" || true # (the way back went: stay somewhere real, as the subshell would)
   fi
   _pp=$(builtin cd -P -- "$_pp_dir" 2>/dev/null && pwd -P) || {
     _pp=""

@@ -110,7 +110,7 @@ HPC_SBATCH_ENV_OPTIONS=(
 hpc_sbatch_env_overridden_to() {
   local -n _seo=$1
   _seo=()
-  local set=(${!SBATCH_@}) entry var opts opt line head=" "
+  local set=("${!SBATCH_@}") entry var opts opt line head=" "
   ((${#set[@]})) || return 0
   while IFS= read -r line; do
     [[ $line == '#SBATCH --'* ]] && { opt=${line#'#SBATCH --'} && head+="${opt%%[= ]*} "; continue; }

@@ -83,17 +83,29 @@ _hpc_data_normalize_to() {
   _rel="${out[*]}"
 }
 
-# _hpc_data_check_links FILE WHAT: die when a symlink named in FILE (NUL list of paths)
-# resolves outside $J_SCRATCH_DIR. WHAT says where the links were found.
+# _hpc_data_check_links FILE WHAT [ROOT...]: die when a symlink named in FILE (NUL list of
+# paths) resolves outside $J_SCRATCH_DIR, or outside every ROOT when ROOTs are given (the
+# staged paths: a link inside them to a part of the project that is not staged dangled on
+# the node, "No such file or directory" after the wait in the queue). WHAT says where the
+# links were found.
 _hpc_data_check_links() {
-  local file=$1 what=$2 links=() targets=() i bad=() l r root_real
+  local file=$1 what=$2 links=() targets=() i bad=() l r root_real roots=() ok where
   mapfile -d '' links <"$file"
   ((${#links[@]})) || return 0
   root_real=$(realpath -e -- "$J_SCRATCH_DIR") || die "cannot resolve $J_SCRATCH_DIR"
+  roots=("$root_real") where=$J_SCRATCH_DIR
+  if (($# > 2)); then
+    mapfile -d '' roots < <(realpath -z -e -- "${@:3}")
+    where="the staged paths (--data ${J_DATA[*]})"
+  fi
   mapfile -d '' targets < <(realpath -z -m -- "${links[@]}")
   ((${#targets[@]} == ${#links[@]})) || die "--data: could not resolve the symbolic links of the staged data (realpath failed)"
   for i in "${!links[@]}"; do
-    [[ ${targets[i]} == "$root_real" || ${targets[i]} == "$root_real"/* ]] && continue
+    ok=0
+    for r in "${roots[@]}"; do
+      [[ ${targets[i]} == "$r" || ${targets[i]} == "$r"/* ]] && ok=1 && break
+    done
+    ((ok == 0)) || continue
     printf -v l '%q' "${links[i]#"$J_SCRATCH_DIR"/}"
     printf -v r '%q' "${targets[i]}"
     bad+=("$l -> $r")
@@ -102,8 +114,8 @@ _hpc_data_check_links() {
   local shown more=""
   printf -v shown '  %s\n' "${bad[@]:0:5}"
   ((${#bad[@]} <= 5)) || more=$'  ...\n'
-  die "--data: ${#bad[@]} symbolic link(s) $what point outside $J_SCRATCH_DIR, so their data would not be staged:
-$shown${more}Copy that data into $J_SCRATCH_DIR, or remove the links"
+  die "--data: ${#bad[@]} symbolic link(s) $what point outside $where, so their data would not be staged:
+$shown${more}Stage what they lead to too (add it to --data), copy that data into the staged folders, or remove the links"
 }
 
 # _hpc_data_walk TMPDIR ABSPATHS...: one find(1) walk (the only per-file work of a
@@ -210,7 +222,7 @@ hpc_staging_settle() {
   done
   _hpc_data_walk "$t" "${abs[@]}"
   _hpc_data_name_archive
-  _hpc_data_check_links "$t/links" "inside the staged folders"
+  _hpc_data_check_links "$t/links" "inside the staged folders" "${abs[@]}"
   # An unchanged manifest was tallied when its archive was built: no second walk.
   _hpc_data_state_matches || _hpc_data_tally "${abs[@]}"
   rm -rf -- "$t"

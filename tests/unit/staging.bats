@@ -161,9 +161,12 @@ refused() {
   ln -s ../../../../../outside/sub/f "$DATA/datasets/imgs/a/link"
   refused "1 symbolic link(s) inside the staged folders point outside" --data datasets/imgs
   refused "datasets/imgs/a/link ->" --data datasets/imgs
-  # A link to data inside the project is not an escape: it is staged as a link.
+  # A link to data of the project that is not staged would dangle on the node: refused
+  # (second review), naming the staged paths.
   rm "$DATA/datasets/imgs/a/link"
   ln -s ../../labels.csv "$DATA/datasets/imgs/a/link"
+  refused "1 symbolic link(s) inside the staged folders point outside the staged paths (--data datasets/imgs)" --data datasets/imgs
+  # Staged too, it is not an escape: it is staged as a link.
   staged --data datasets
   tar -tvf "$(archive)" | grep -q '^l.* ./datasets/imgs/a/link -> ../../labels.csv$'
 }

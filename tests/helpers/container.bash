@@ -74,5 +74,9 @@ use_fake_singularity() {
   if [[ -n ${TEST_AS_USER:-} ]] && ! as_user bwrap --ro-bind / / true 2>/dev/null; then
     echo "# no user namespace for $HPC_TEST_USER here (a chroot?): the container stand-in runs as root" >&3
     TEST_AS_USER=""
+    # The test's folder, handed to the test user by its setup, is root's again: the
+    # submission refuses a home whose folders another user owns (submit.sh,
+    # hpc_home_chain_check), and root is the one submitting now.
+    chown -R -h root: "$BATS_TEST_TMPDIR"
   fi
 }

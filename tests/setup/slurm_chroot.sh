@@ -36,7 +36,7 @@ set -euo pipefail
 
 PROG=slurm_chroot.sh
 REPO=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/../.." && pwd -P)
-INCLUDE=slurm-wlm,slurmdbd,slurm-client,munge,mariadb-server,bats,shellcheck,bubblewrap,pigz,rsync,parallel,zstd,procps,psmisc,git,ca-certificates,util-linux,mount,bsdutils,iproute2,curl,libsqlite3-0,openssh-server,openssh-client,strace
+INCLUDE=slurm-wlm,slurmdbd,slurm-client,munge,mariadb-server,bats,shellcheck,bubblewrap,pigz,rsync,parallel,zstd,procps,psmisc,git,ca-certificates,util-linux,mount,bsdutils,iproute2,curl,libsqlite3-0,openssh-server,openssh-client,strace,nodejs
 
 die() {
   printf '%s: %s\n' "$PROG" "$*" >&2

@@ -62,11 +62,18 @@ hpc_proc_handles_to() {
 # 127.0.0.1:9229, where any user of the node could run code as you), SIGTERM ends it. Its
 # handlers cannot be told from the program's, so it is taken as handling nothing: no
 # warning; SIGTERM at the end of the grace period (a handler of the program's may save
-# then; SIGKILL HPC_KILL_AFTER s later).
+# then; SIGKILL HPC_KILL_AFTER s later). Known by its name, or by its program's when the
+# name is its main thread's (Node 24 calls it "MainThread"). The command line is read to
+# its end (hpc_proc_handles_to says why).
 hpc_proc_handlers_not_its_own() {
-  local comm=""
+  local comm="" arg="" arg0="" n=0
   { IFS= read -r comm <"/proc/$1/comm"; } 2>/dev/null
-  [[ $comm == node || $comm == nodejs ]]
+  [[ $comm != node && $comm != nodejs ]] || return 0
+  while IFS= read -r -d '' arg; do
+    ((n++)) || arg0=$arg
+  done 2>/dev/null <"/proc/$1/cmdline"
+  arg0=${arg0##*/}
+  [[ $arg0 == node || $arg0 == nodejs ]]
 }
 
 # hpc_proc_passes_on PID: true for processes that pass signals on themselves (container

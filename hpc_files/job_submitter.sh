@@ -45,12 +45,15 @@ print_dry_run() {
   printf -v line '%q ' "${argv[@]}"
   printf '%s\n\n# ---- batch script: %s ----\n' "${line% }" "${argv[-1]}"
   if [[ -n ${!SBATCH_@} ]]; then
+    # (the script's text once, for the SBATCH_* it overrides and to be shown)
     local script overridden
     script=$(hpc_plan_script 0)
     hpc_sbatch_env_overridden_to overridden "$script"
     hpc_sbatch_env_warn "${overridden[@]}"
+    printf '%s\n' "$script"
+  else
+    hpc_plan_script 0
   fi
-  hpc_plan_script 0
   if [[ -n ${J_PACK:-} ]]; then
     printf '\n# ---- commands (%d), %d per job, as they run: %s ----\n' "${#J_COMMANDS[@]}" "$J_PACK_LINES" "$commands"
   else

@@ -266,6 +266,7 @@ hpc_line_expanded_to() {
   # printed, nothing run. (A fresh bash: nothing of this shell's state changes.)
   mapfile -d '' -t words < <(bash -c "printf '%s\\0' $line" 2>/dev/null) || return 0
   # The values of secret-looking variables the line names are masked as <NAME>.
+  local secret
   local -a secrets=()
   [[ -z ${WANDB_API_KEY:-} ]] || secrets=(WANDB_API_KEY)
   rest=$line
@@ -274,8 +275,8 @@ hpc_line_expanded_to() {
     [[ ${word^^} =~ $HPC_SECRET_NAME_RE && -n ${!word:-} ]] && secrets+=("$word")
   done
   for word in "${words[@]}"; do
-    for q in "${secrets[@]}"; do
-      word=${word//"${!q}"/<$q>}
+    for secret in "${secrets[@]}"; do
+      word=${word//"${!secret}"/<$secret>}
     done
     if [[ $word =~ ^[][A-Za-z0-9_./=:,+@%^-]+$ ]]; then
       q=$word

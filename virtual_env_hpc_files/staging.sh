@@ -222,11 +222,11 @@ _hpc_results_setup() {
 # says which earlier results a file of the same name will replace.
 _hpc_results_restore() {
   ((${SLURM_RESTART_COUNT:-0} > 0)) || return 0
-  local dest=$HPC_RESULTS_DEST entries=() e out
+  local dest=$HPC_RESULTS_DEST names=() entries=() e out
   [[ -d $dest && ! -L $dest && -O $dest ]] || return 0
-  for e in "$dest"/* "$dest"/.[!.]* "$dest"/..?*; do
-    [[ -e $e || -L $e ]] || continue
-    [[ ${e##*/} == .hpc_* ]] || entries+=("$e")
+  hpc_dir_entries_to names "$dest"
+  for e in "${names[@]}"; do
+    [[ $e == .hpc_* ]] || entries+=("$dest/$e")
   done
   ((${#entries[@]})) || return 0
   if out=$(cp -a -- "${entries[@]}" "$HPC_RESULTS_DIR/" 2>&1); then

@@ -110,15 +110,15 @@ HPC_SBATCH_ENV_OPTIONS=(
 hpc_sbatch_env_overridden_to() {
   local -n _seo=$1
   _seo=()
-  local set=("${!SBATCH_@}") entry var opts opt line head=" "
-  ((${#set[@]})) || return 0
+  local entry var opts opt line head=" "
+  [[ -n ${!SBATCH_@} ]] || return 0
   while IFS= read -r line; do
     [[ $line == '#SBATCH --'* ]] && { opt=${line#'#SBATCH --'} && head+="${opt%%[= ]*} "; continue; }
     [[ -z $line || $line == '#'* ]] || break
   done <<<"$2"
   for entry in "${HPC_SBATCH_ENV_OPTIONS[@]}"; do
     var=${entry%% *} opts=${entry#* }
-    [[ -n ${!var+x} && " ${set[*]} " == *" $var "* ]] || continue
+    [[ -n ${!var+x} ]] || continue
     for opt in $opts; do
       if [[ $head == *" $opt "* ]]; then
         _seo+=("$var")

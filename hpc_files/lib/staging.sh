@@ -92,11 +92,12 @@ _hpc_data_check_links() {
   local file=$1 what=$2 links=() targets=() i bad=() l r root_real roots=() ok where
   mapfile -d '' links <"$file"
   ((${#links[@]})) || return 0
-  root_real=$(realpath -e -- "$J_SCRATCH_DIR") || die "cannot resolve $J_SCRATCH_DIR"
-  roots=("$root_real") where=$J_SCRATCH_DIR
   if (($# > 2)); then
     mapfile -d '' roots < <(realpath -z -e -- "${@:3}")
     where="the staged paths (--data ${J_DATA[*]})"
+  else
+    root_real=$(realpath -e -- "$J_SCRATCH_DIR") || die "cannot resolve $J_SCRATCH_DIR"
+    roots=("$root_real") where=$J_SCRATCH_DIR
   fi
   mapfile -d '' targets < <(realpath -z -m -- "${links[@]}")
   ((${#targets[@]} == ${#links[@]})) || die "--data: could not resolve the symbolic links of the staged data (realpath failed)"

@@ -12,7 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -209,6 +209,16 @@ def test_an_unreadable_ledger_is_said_so_without_a_traceback(
     )
 
 
+def _shown_without_traceback(
+    run: Callable[..., subprocess.CompletedProcess[str]], scratch: Path, *commands: list[str]
+) -> None:
+    """Each of COMMANDS, run by RUN on SCRATCH, exits 0 with no traceback."""
+    for args in commands:
+        done = run(*args, "--scratch-dir", str(scratch), timeout=30)
+        assert "Traceback" not in done.stderr, (args, done.stderr)
+        assert done.returncode == 0, (args, done.stderr)
+
+
 def test_a_home_whose_files_are_folders_or_unreadable_shows_what_it_can(tmp_path: Path) -> None:
     """The plan, the script, the attempts and the lines folders in a home turned into
     something else (a folder, a fifo, a file): no traceback, no hang; the task is shown."""
@@ -219,15 +229,10 @@ def test_a_home_whose_files_are_folders_or_unreadable_shows_what_it_can(tmp_path
     (home / "job.plan").mkdir()
     os.mkfifo(home / "job.sbatch")
     (home / "attempts").write_text("not a folder\n")
-    for args in (
-        ["status", "one"],
-        ["status", "one", "--json"],
-        ["logs", "one"],
+    _shown_without_traceback(
+        hpc, scratch, ["status", "one"], ["status", "one", "--json"], ["logs", "one"],
         ["logs", "one", "--failed"],
-    ):
-        done = hpc(*args, "--scratch-dir", str(scratch), timeout=30)
-        assert "Traceback" not in done.stderr, (args, done.stderr)
-        assert done.returncode == 0, (args, done.stderr)
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize("unreadable", ["", "job.plan", "attempts"])
@@ -248,10 +253,9 @@ def test_a_home_that_cannot_be_read_shows_the_tasks_without_a_traceback(
     give_to_user(scratch)
     (home / unreadable).chmod(0)
     try:
-        for args in (["status", "one"], ["status", "one", "--json"], ["logs", "one"]):
-            done = hpc_as_user(*args, "--scratch-dir", str(scratch), timeout=30)
-            assert "Traceback" not in done.stderr, (args, done.stderr)
-            assert done.returncode == 0, (args, done.stderr)
+        _shown_without_traceback(
+            hpc_as_user, scratch, ["status", "one"], ["status", "one", "--json"], ["logs", "one"]
+        )
     finally:
         (home / unreadable).chmod(0o700)
 

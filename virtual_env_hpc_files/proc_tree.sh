@@ -66,12 +66,13 @@ hpc_proc_handles_to() {
 # name is its main thread's (Node 24 calls it "MainThread"). The command line is read to
 # its end (hpc_proc_handles_to says why).
 hpc_proc_handlers_not_its_own() {
-  local comm="" arg="" arg0="" n=0
+  local comm="" arg="" arg0=""
   { IFS= read -r comm <"/proc/$1/comm"; } 2>/dev/null
   [[ $comm != node && $comm != nodejs ]] || return 0
-  while IFS= read -r -d '' arg; do
-    ((n++)) || arg0=$arg
-  done 2>/dev/null <"/proc/$1/cmdline"
+  {
+    IFS= read -r -d '' arg0
+    while IFS= read -r -d '' arg; do :; done
+  } 2>/dev/null <"/proc/$1/cmdline"
   arg0=${arg0##*/}
   [[ $arg0 == node || $arg0 == nodejs ]]
 }
